@@ -1,0 +1,242 @@
+/*
+ * xt.h: libxt, the one helper layer every xtrain-c program links.
+ *
+ * A program in this repository is a plain MPI program. libxt gives it:
+ *   - start-up and shutdown (xt_main, xt_init, xt_finalize), shared options;
+ *   - printing in rank order, for demos that an instructor projects;
+ *   - .npy files, the format the grader and NumPy exchange;
+ *   - error checks that name file, line and rank, then abort cleanly;
+ *   - XT_TODO, the loud stop that every unwritten exercise ends in;
+ *   - MPI instrumentation through the profiling interface (PMPI): every MPI
+ *     call a program makes is counted (calls, messages, bytes) per rank;
+ *   - strict send mode: MPI_Send waits for its matching receive, so code that
+ *     relies on MPI buffering deadlocks every time instead of now and then;
+ *   - a watchdog that, when a case runs too long, prints the MPI call each
+ *     rank is blocked in and ends the run;
+ *   - case mode, the protocol the grader drives programs with;
+ *   - CUDA helpers (xt_cuda_*), compiled with `make CUDA=1`.
+ *
+ * docs/grader.md describes case mode and the instrumentation files.
+ */
+#ifndef XT_H
+#define XT_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#define XT_NORETURN [[noreturn]]
+#else
+#define XT_NORETURN _Noreturn
+#endif
+
+#if defined(__GNUC__)
+#define XT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define XT_PRINTF(f, a)
+#endif
+
+/* ------------------------------------------------------------------ start-up */
+
+typedef struct xt_case xt_case;
+
+/*
+ * The whole main of an exercise: initialise, then either run the grader's
+ * cases (with --cases DIR) or the demo on MPI_COMM_WORLD, then finalise.
+ */
+int xt_main(int argc, char **argv, void (*run_case)(xt_case *c), void (*demo)(MPI_Comm comm));
+
+void xt_init(int *argc, char ***argv);
+void xt_finalize(void);
+int xt_rank(void);       /* rank in MPI_COMM_WORLD */
+int xt_size(void);       /* size of MPI_COMM_WORLD */
+int xt_local_rank(void); /* rank among the processes on this node */
+
+/* Options after the program name: --name=value or --name value. */
+long xt_arg_int(const char *name, long dflt);
+double xt_arg_double(const char *name, double dflt);
+const char *xt_arg_str(const char *name, const char *dflt);
+int xt_arg_flag(const char *name);
+
+/* ------------------------------------------------------------------ printing */
+
+/*
+ * Collective over comm: every rank formats a text, rank 0 prints them all in
+ * rank order, each line prefixed by "[r<rank>] ". Safe to call with any text
+ * length; a rank may pass an empty text.
+ */
+void xt_printf_ordered(MPI_Comm comm, const char *fmt, ...) XT_PRINTF(2, 3);
+
+/* Collective: prints "label: [v0 v1 ...]" for every rank, in rank order. */
+void xt_print_buffer_ordered(MPI_Comm comm, const char *label, const void *buf, int count,
+                             MPI_Datatype dt);
+
+/* Formats up to `cap` bytes of "[v0 v1 ...]"; long buffers are elided in the middle. */
+void xt_format_buffer(char *out, size_t cap, const void *buf, int count, MPI_Datatype dt);
+
+/* -------------------------------------------------------------------- errors */
+
+XT_NORETURN void xt_die_at(const char *file, int line, const char *fmt, ...) XT_PRINTF(3, 4);
+void xt_mpi_check_at(int rc, const char *call, const char *file, int line);
+void *xt_malloc_at(size_t bytes, const char *file, int line);
+void *xt_calloc_at(size_t n, size_t size, const char *file, int line);
+XT_NORETURN void xt_todo_at(const char *file, int line, const char *func, const char *what, ...);
+
+/* Prints "rank R file:line: message" and aborts every rank. */
+#define xt_die(...) xt_die_at(__FILE__, __LINE__, __VA_ARGS__)
+#define XT_CHECK(cond, ...)                                                                        \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            xt_die_at(__FILE__, __LINE__, __VA_ARGS__);                                            \
+    } while (0)
+#define XT_MPI_CHECK(call) xt_mpi_check_at((call), #call, __FILE__, __LINE__)
+#define xt_malloc(bytes)   xt_malloc_at((bytes), __FILE__, __LINE__)
+#define xt_calloc(n, size) xt_calloc_at((n), (size), __FILE__, __LINE__)
+
+/*
+ * The body of every unwritten exercise: stops all ranks, naming what to write.
+ * XT_TODO("what to write", arg1, arg2, ...) takes the function's arguments too,
+ * so that a stub compiles without unused-parameter warnings.
+ */
+#define XT_TODO(...) xt_todo_at(__FILE__, __LINE__, __func__, __VA_ARGS__)
+
+/* ---------------------------------------------------------- dtypes and .npy */
+
+typedef enum {
+    XT_F32,
+    XT_F64,
+    XT_I8,
+    XT_I16,
+    XT_I32,
+    XT_I64,
+    XT_U8,
+    XT_U16,
+    XT_U32,
+    XT_U64,
+    XT_F16,  /* IEEE half, '<f2' */
+    XT_BF16, /* bfloat16 payload, stored as '<u2' (NumPy has no bfloat16) */
+    XT_NDTYPES
+} xt_dtype;
+
+size_t xt_dtype_size(xt_dtype dt);
+const char *xt_dtype_name(xt_dtype dt); /* NumPy's name: "float32", "int64", ... */
+MPI_Datatype xt_dtype_mpi(xt_dtype dt); /* F16 and BF16 travel as MPI_UINT16_T */
+int xt_dtype_from_mpi(MPI_Datatype mt, xt_dtype *out); /* 0 when mt has no xt_dtype */
+
+#define XT_NPY_MAXDIM 8
+
+typedef struct {
+    void *data;
+    xt_dtype dtype;
+    int ndim;
+    long shape[XT_NPY_MAXDIM];
+    long count; /* product of shape */
+} xt_array;
+
+/* Reads a little-endian, C-order .npy (version 1 or 2). 0 on success, else -1 and `err`. */
+int xt_npy_try_read(const char *path, xt_array *out, char *err, size_t errcap);
+void xt_npy_read(const char *path, xt_array *out); /* dies on error */
+void xt_npy_write(const char *path, const void *data, xt_dtype dt, int ndim, const long *shape);
+void xt_array_free(xt_array *a);
+
+/* ------------------------------------------------------ MPI instrumentation */
+
+/*
+ * Every MPI call the program makes goes through libxt's PMPI layer. Per MPI
+ * function it counts calls, messages and bytes: a send of `count` elements of
+ * type dt is count * MPI_Type_size(dt) bytes sent and one message; a receive
+ * counts what actually arrived. Collectives count this rank's send and
+ * receive buffers. libxt's own communication is not counted.
+ */
+typedef struct {
+    long calls;
+    long msgs_sent;
+    long msgs_recv;
+    long bytes_sent;
+    long bytes_recv;
+} xt_mpi_stats;
+
+/* Counters of one function ("MPI_Send"), or of all when fn is NULL. */
+xt_mpi_stats xt_mpi_stats_get(const char *fn);
+void xt_mpi_stats_reset(void);
+/* Writes the per-function table (the format the grader reads; docs/grader.md). */
+void xt_mpi_stats_write(const char *path);
+
+/* Strict send: MPI_Send and MPI_Isend behave as MPI_Ssend and MPI_Issend. */
+void xt_strict_send(int on);
+int xt_strict_send_enabled(void);
+
+/* -------------------------------------------------------------------- watchdog */
+
+/*
+ * Past `seconds` after arming, every rank prints the MPI call it is blocked in
+ * (function, peer, tag, bytes, time blocked) and the run ends. Case mode arms
+ * it for each case; a demo is armed for --watchdog seconds (default 60).
+ * 0 disarms.
+ */
+void xt_watchdog_arm(double seconds);
+
+/* ------------------------------------------------------------------- case mode */
+
+int xt_case_mode(void);
+void xt_run_cases(void (*run_case)(xt_case *c));
+
+MPI_Comm xt_case_comm(const xt_case *c);  /* the communicator this case runs on */
+const char *xt_case_fn(const xt_case *c); /* the function under test */
+int xt_case_is(const xt_case *c, const char *fn);
+const char *xt_case_str(const xt_case *c, const char *key); /* dies if absent */
+long xt_case_int(const xt_case *c, const char *key);        /* dies if absent */
+MPI_Op xt_case_op(const xt_case *c);                         /* key "op": sum, max, ... */
+
+/*
+ * This rank's input `name`, in a buffer with guard bytes on both sides that
+ * the case checks afterwards. xt_case_input_const also checks that the
+ * program did not modify it.
+ */
+xt_array xt_case_input(xt_case *c, const char *name);
+xt_array xt_case_input_const(xt_case *c, const char *name);
+/* A guarded, zeroed output buffer of `count` elements, freed after the case. */
+void *xt_case_alloc(xt_case *c, const char *name, long count, xt_dtype dt);
+/* Writes this rank's output `name` for the grader to check. */
+void xt_case_output(xt_case *c, const char *name, const void *data, xt_dtype dt, long count);
+/* Records a remark the grader turns into a failure (e.g. a bad return value). */
+void xt_case_note(xt_case *c, const char *fmt, ...) XT_PRINTF(2, 3);
+
+/* ------------------------------------------------------------------------ CUDA */
+
+#if defined(XT_CUDA) || defined(__CUDACC__)
+#include <cuda_runtime.h>
+
+void xt_cuda_check_at(cudaError_t err, const char *call, const char *file, int line);
+#define XT_CUDA_CHECK(call) xt_cuda_check_at((call), #call, __FILE__, __LINE__)
+
+/* Picks the device local_rank % device_count; returns the device, -1 without a GPU. */
+int xt_cuda_select_device(void);
+int xt_cuda_device_count(void);
+/* Whether this MPI reads and writes device memory itself (MPIX_Query_cuda_support). */
+int xt_cuda_aware_mpi(void);
+
+void *xt_cuda_malloc_at(size_t bytes, const char *file, int line);
+void *xt_cuda_host_alloc_at(size_t bytes, const char *file, int line); /* pinned */
+#define xt_cuda_malloc(bytes)     xt_cuda_malloc_at((bytes), __FILE__, __LINE__)
+#define xt_cuda_host_alloc(bytes) xt_cuda_host_alloc_at((bytes), __FILE__, __LINE__)
+void xt_cuda_free(void *dev);
+void xt_cuda_host_free(void *pinned);
+
+/*
+ * Send / receive a device buffer. A CUDA-aware MPI gets the device pointer
+ * directly; otherwise the bytes are staged through `pinned` (at least `bytes`
+ * long; NULL: a temporary pinned buffer) with copies on `stream`.
+ */
+void xt_cuda_send(const void *dev, size_t bytes, int dest, int tag, MPI_Comm comm, void *pinned,
+                  cudaStream_t stream);
+void xt_cuda_recv(void *dev, size_t bytes, int src, int tag, MPI_Comm comm, void *pinned,
+                  cudaStream_t stream);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XT_H */

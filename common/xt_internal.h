@@ -1,0 +1,85 @@
+/*
+ * xt_internal.h: state shared between libxt's own files. Not for exercises:
+ * the grader rejects a program whose exercise file refers to an xti_ symbol.
+ */
+#ifndef XT_INTERNAL_H
+#define XT_INTERNAL_H
+
+#include "xt.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+
+/* Exit codes a rank leaves with when libxt ends the run itself. */
+enum {
+    XT_EXIT_ERROR = 3,     /* xt_die, an MPI error, a bad file */
+    XT_EXIT_TODO = 42,     /* XT_TODO reached */
+    XT_EXIT_DEADLOCK = 43, /* the watchdog fired */
+};
+
+/* What a rank is doing, for the watchdog's report. */
+enum {
+    XTI_PHASE_SETUP,  /* before the first case, or outside case mode */
+    XTI_PHASE_USER,   /* inside the function under test */
+    XTI_PHASE_DONE,   /* returned from it, waiting for the other ranks */
+    XTI_PHASE_IDLE,   /* not part of the running case */
+    XTI_PHASE_FINISH, /* after the last case */
+};
+
+/* Kinds of MPI function, as the grader's rules name them. */
+enum {
+    XTI_CAT_P2P,   /* sends, receives, probes, completion */
+    XTI_CAT_COLL,  /* library collectives, blocking or not */
+    XTI_CAT_COMM,  /* communicator and topology construction (collective too) */
+    XTI_CAT_RMA,   /* one-sided communication */
+    XTI_CAT_LOCAL, /* MPI_Reduce_local */
+    XTI_CAT_OTHER, /* MPI_Abort */
+};
+
+typedef struct {
+    int rank, size, local_rank;
+    int argc;
+    char **argv;
+    int mpi_ready;
+    const char *out_dir;   /* where files go: --cases or --out; NULL: nowhere */
+    int status_fd;         /* per-rank fault file in out_dir, -1 if none */
+    _Atomic int phase;     /* XTI_PHASE_* */
+    _Atomic int aborting;  /* set once this rank is ending the run */
+    int case_index;        /* -1 outside a case */
+    int case_group;        /* which copy of the case (sub-communicator) */
+    int case_rank;         /* rank inside the case communicator */
+    int case_np;
+    MPI_Comm case_comm;    /* MPI_COMM_NULL outside a case */
+    double watchdog_limit; /* seconds; 0: off */
+} xti_globals;
+
+extern xti_globals xti;
+
+/* core.c */
+double xti_now(void); /* monotonic seconds */
+/* Writes one tab-separated line "KIND\tcase=..\tgroup=..\trank=..\tworld=..\t<text>"
+ * to the status file (if any); async-signal-safe. */
+void xti_status_line(const char *kind, const char *text);
+XT_NORETURN void xti_abort(int code);
+
+/* pmpi.c */
+void xti_pmpi_init(void);
+void xti_case_stats_begin(void);
+/* Writes stats, events and notes of the finished case, then clears them. */
+void xti_case_stats_write(const char *path, double seconds);
+void xti_note(const char *kind, const char *fmt, ...) XT_PRINTF(2, 3);
+/* Reports requests the case started and never completed, as RULE notes. */
+void xti_check_pending_requests(void);
+/* One line describing this rank's current MPI call (for the watchdog). */
+void xti_describe_call(char *out, size_t cap, double now, int *in_mpi);
+/* Name of the MPI call in progress or "" (for crash reports; signal-safe). */
+const char *xti_current_call_name(void);
+
+/* watchdog.c */
+void xti_watchdog_start(void);
+void xti_watchdog_stop(void);
+
+/* cases.c */
+void xti_cases_dir(const char *dir);
+
+#endif
