@@ -30,7 +30,8 @@ int alltoallv_scratch(const void *send, const int *sendcounts, MPI_Datatype dt, 
                       int *recvcounts, MPI_Comm comm)
 {
     /*
-     * TODO: exchange the sizes first, then the payloads, pairwise: step k sends to r+k, receives from r-k.
+     * TODO: sizes first, then payloads, pairwise.
+     *   Step k = 1 .. np-1 sends to r+k and receives from r-k (mod np).
      *   Fill recvcounts (np entries), malloc *recv for all received elements
      *   (the caller frees it), place the block from rank i after those from
      *   ranks 0..i-1, and return the total. Point-to-point calls only.

@@ -24,7 +24,8 @@
 void bcast_linear(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
     /*
-     * TODO: the root sends `buf` to every other rank; every other rank receives it from the root.
+     * TODO: the root sends buf to each other rank in turn.
+     *   Every other rank receives it from the root.
      */
     // BEGIN SOLUTION
     int rank, np;
@@ -43,7 +44,8 @@ void bcast_linear(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm
 void bcast_binomial(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
     /*
-     * TODO: binomial tree over ranks renumbered relative to the root (v = rank - root mod np).
+     * TODO: a binomial tree rooted at root.
+     *   Renumber the ranks relative to the root: v = (rank - root) mod np.
      *   Receive from v - lowbit(v), then send to v + m for each power of two
      *   m below lowbit(v) (the root: below np), largest m first, while v + m < np.
      */

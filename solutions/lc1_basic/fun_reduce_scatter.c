@@ -29,7 +29,9 @@ void reduce_scatter_ring(const void *send, void *recv, const int *recvcounts, MP
                          MPI_Op op, MPI_Comm comm)
 {
     /*
-     * TODO: ring reduce-scatter: step s sends block (r-s-1) right, receives block (r-s-2) from the left.
+     * TODO: ring reduce-scatter of np uneven blocks.
+     *   Step s = 0 .. np-2: send partial block (r-s-1) to the right, receive
+     *   partial block (r-s-2) from the left and fold in your own part of it.
      *   Block i starts at element recvcounts[0] + ... + recvcounts[i-1]. Work in
      *   a scratch copy: `send` is const and must stay unchanged. Fold a received
      *   block into yours with MPI_Reduce_local, and copy block `rank` into

@@ -46,7 +46,8 @@ static int chunk_len(int i, int count, int np)
 void ring_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
 {
     /*
-     * TODO: reduce-scatter then all-gather around the ring, with MPI_Sendrecv and MPI_Reduce_local.
+     * TODO: ring reduce-scatter, then ring all-gather.
+     *   Use MPI_Sendrecv for each step and MPI_Reduce_local to combine.
      *   Chunk i starts at i * (count / np) + min(i, count % np) and is one
      *   element longer than count / np when i < count % np. Receive into a
      *   scratch buffer of the longest chunk. Any count, any np, including

@@ -27,8 +27,8 @@
 void ring_shift(const float *send, float *recv, int count, MPI_Comm comm)
 {
     /*
-     * TODO: blocking MPI_Send to the right and MPI_Recv from the left, even ranks sending first.
-     *   Odd ranks receive first. With np = 1 the rank is its own neighbour:
+     * TODO: blocking send right, receive left; even ranks send first.
+     *   Odd ranks receive first, then send. With np = 1 the rank is its own neighbour:
      *   a blocking send to itself would wait forever, so copy instead.
      */
     // BEGIN SOLUTION
@@ -53,7 +53,7 @@ void ring_shift(const float *send, float *recv, int count, MPI_Comm comm)
 void ring_shift_sendrecv(const float *send, float *recv, int count, MPI_Comm comm)
 {
     /*
-     * TODO: one MPI_Sendrecv: send to the right neighbour, receive from the left one.
+     * TODO: one MPI_Sendrecv: send right, receive from the left.
      */
     // BEGIN SOLUTION
     int rank, np;

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Grades a lecture: builds its programs, runs their cases, prints the report.
+
+    make grade LC=1 [SOL=1] [EX=substring] [SEED=n] [JSON=file]
+
+is  python3 grader/grade.py --lc 1 [--sol] [--ex ...] [--seed n] [--json file].
+Exit status: 0 only with full marks; 1 otherwise; 2 for a usage error.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import harness  # noqa: E402
+import launch  # noqa: E402
+import spec  # noqa: E402
+from lectures import LECTURES, load, resolve  # noqa: E402
+
+WIDTH = 78
+
+
+def tool_problems():
+    """Missing tools, each with the package that provides it."""
+    need = [("mpirun", "openmpi-bin"), ("mpicc", "libopenmpi-dev"), ("make", "make"),
+            ("nm", "binutils"), ("addr2line", "binutils")]
+    return [(tool, pkg) for tool, pkg in need if shutil.which(tool) is None]
+
+
+def has_gpu():
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+        return out.returncode == 0 and "GPU" in out.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def wrap(text, indent):
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=False, break_on_hyphens=False) or [indent]
+
+
+class Report:
+    def __init__(self, quiet=False):
+        self.quiet = quiet
+
+    def line(self, text=""):
+        if not self.quiet:
+            print(text, flush=True)
+
+    def result(self, ex, r, rerun, show_dir):
+        t = r.test
+        time_s = f"{r.seconds:.2f}s" if r.verdict not in ("BUILD", "SKIPPED") else ""
+        pts = f"{r.points}/{t.points}" if r.verdict != "SKIPPED" else "-"
+        self.line(f"  {ex:<20} {t.name:<20} {r.verdict:<8} {pts:>5}  {time_s}".rstrip())
+        if r.verdict in ("OK", "SKIPPED"):
+            for text in r.lines:
+                for ln in wrap(text, " " * 6):
+                    self.line(ln)
+            return
+        for text in r.lines:
+            for ln in wrap(text, " " * 6):
+                self.line(ln)
+        if r.verdict not in ("TODO", "BUILD"):
+            self.line(f"      read: docs/{t_lecture(t)}.md#{ex}")
+        self.line(f"      rerun: {rerun}")
+        if show_dir and r.launch_dir:
+            self.line(f"      cases kept in {os.path.relpath(r.launch_dir)} "
+                      f"(sh {os.path.relpath(r.launch_dir)}/run.sh runs them again)")
+
+
+def t_lecture(test):
+    return getattr(test, "lecture", "lc1_basic")
+
+
+def rerun_command(args, lecture, exercise, seed):
+    if args.tree and not args.sol:
+        return (f"python3 grader/grade.py --lc {lecture} --tree {args.tree} --ex {exercise} "
+                f"--seed {seed}")
+    num = lecture.split("_")[0][2:]
+    sol = " SOL=1" if args.sol else ""
+    return f"make grade LC={num} EX={exercise} SEED={seed}{sol}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lc", help="lecture: 1, lc1 or lc1_basic (default: every lecture)")
+    ap.add_argument("--sol", action="store_true", help="grade solutions/ instead of the student tree")
+    ap.add_argument("--tree", help="grade the sources under this directory (a mutant, say)")
+    ap.add_argument("--ex", help="only exercises or functions whose name contains this")
+    ap.add_argument("--seed", type=int, help="the inputs of an earlier run")
+    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--watchdog", type=float, default=10.0,
+                    help="seconds a case may run before it counts as hung (default 10)")
+    ap.add_argument("--max-np", type=int, default=8, help="largest world size to grade at")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args()
+
+    root = os.path.dirname(HERE)
+    os.chdir(root)
+    launch.install_signal_handlers()
+
+    missing = tool_problems()
+    if missing:
+        pkgs = sorted({p for _, p in missing})
+        print(f"grade: missing {', '.join(t for t, _ in missing)}; install them with:\n"
+              f"  sudo apt-get install -y {' '.join(pkgs)}\n(or run: make deps)", file=sys.stderr)
+        return 2
+
+    if args.lc:
+        lec = resolve(args.lc)
+        if not lec:
+            print(f"grade: no lecture {args.lc!r}; there are: {', '.join(LECTURES)}",
+                  file=sys.stderr)
+            return 2
+        lectures = [lec]
+    else:
+        lectures = list(LECTURES)
+
+    seed = args.seed if args.seed is not None else random.randrange(10**7, 10**8)
+    tree = "solutions" if args.sol else (args.tree or ".")
+    tree_tag = "solutions" if args.sol else ("student" if not args.tree else
+                                            args.tree.strip("/").replace("/", "_"))
+    flavor, version = launch.mpi_flavor()
+    report = Report(args.quiet)
+    gpu = has_gpu() if args.device == "cuda" else False
+
+    started = time.monotonic()
+    total = possible = 0
+    out_json = {"seed": seed, "tree": tree, "mpi": version, "lectures": []}
+    matched = 0
+    for lec in lectures:
+        mod = load(lec)
+        tests = [t for t in mod.TESTS
+                 if getattr(t, "device", "cpu") == args.device
+                 and (not args.ex or args.ex in t.exercise or args.ex in t.name)]
+        for t in tests:
+            t.lecture = lec
+        if not tests:
+            continue
+        matched += len(tests)
+        nps = sorted({n for n in spec.NPS if n <= args.max_np})
+        where = "solutions/" if args.sol else (args.tree or "student tree")
+        report.line(f"{lec}   seed {seed}   np {','.join(map(str, nps))}   {version}   {where}")
+
+        exercises = []
+        for t in tests:
+            if t.exercise not in exercises:
+                exercises.append(t.exercise)
+        sources = {ex: os.path.normpath(os.path.join(tree, lec, ex + ".c")) for ex in exercises}
+        binaries = {ex: os.path.join("build", os.path.splitext(src)[0])
+                    for ex, src in sources.items()}
+
+        lec_results = []
+        if args.device == "cuda" and not gpu:
+            for t in tests:
+                r = harness.TestResult(t, verdict="SKIPPED", lines=["no GPU on this machine"])
+                lec_results.append((t.exercise, r))
+                report.result(t.exercise, r, "", False)
+        else:
+            missing_src = [ex for ex in exercises if not os.path.exists(sources[ex])]
+            failed = harness.build([binaries[ex] for ex in exercises
+                                    if ex not in missing_src])
+            for ex in exercises:
+                ex_tests = [t for t in tests if t.exercise == ex]
+                rerun = rerun_command(args, lec, ex, seed)
+                if ex in missing_src:
+                    results = [harness.TestResult(t, verdict="BUILD",
+                                                  lines=[f"{sources[ex]} does not exist"])
+                               for t in ex_tests]
+                elif binaries[ex] in failed:
+                    errs = harness.build_errors(failed[binaries[ex]])
+                    results = [harness.TestResult(t, verdict="BUILD", lines=list(errs))
+                               for t in ex_tests]
+                else:
+                    bad = harness.forbidden_calls(binaries[ex] + ".o")
+                    if bad:
+                        results = [harness.TestResult(t, verdict="RULE",
+                                                      lines=[f"{sources[ex]} {bad[0]}"])
+                                   for t in ex_tests]
+                    else:
+                        work = os.path.join("build", "grade", tree_tag, lec, ex)
+                        runner = harness.Runner(
+                            harness.Exercise(lec, ex, sources[ex], binaries[ex], ex_tests),
+                            seed, work, watchdog=args.watchdog, max_np=args.max_np)
+                        results = runner.run(ex_tests)
+                for r in results:
+                    lec_results.append((ex, r))
+                    report.result(ex, r, rerun, show_dir=r.verdict not in ("TODO", "BUILD"))
+
+        counted = [(ex, r) for ex, r in lec_results if r.verdict != "SKIPPED"]
+        got = sum(r.points for _, r in counted)
+        most = sum(r.test.points for _, r in counted)
+        total += got
+        possible += most
+        report.line(f"{lec}: {got}/{most}")
+        out_json["lectures"].append({
+            "name": lec, "score": got, "max": most,
+            "tests": [{"exercise": ex, "test": r.test.name, "verdict": r.verdict,
+                       "points": r.points, "max": r.test.points, "seconds": round(r.seconds, 4),
+                       "cases_run": r.cases_run, "cases_failed": r.cases_failed,
+                       "details": r.lines} for ex, r in lec_results]})
+
+    if not matched:
+        what = f" matching EX={args.ex}" if args.ex else ""
+        dev = f" for DEVICE={args.device}" if args.device != "cpu" else ""
+        print(f"grade: no tests{what}{dev}", file=sys.stderr)
+        return 2
+    elapsed = time.monotonic() - started
+    report.line(f"Score: {total}/{possible}   ({elapsed:.1f} s)")
+    out_json.update({"score": total, "max": possible, "seconds": round(elapsed, 2)})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out_json, f, indent=1)
+    return 0 if total == possible else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("\ngrade: interrupted; every process it started is gone", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,561 @@
+"""Running an exercise's tests and turning what the ranks wrote into verdicts.
+
+One launch runs the cases of several tests (grader/spec.py) in one mpirun:
+the program reads DIR/cases.txt, runs every case on every group of np ranks
+of an 8-rank world, and writes outputs and MPI records per rank (libxt's case
+mode, common/cases.c). If the launch dies (a TODO, a crash, a deadlock), the
+tests after the one that died run again in a fresh launch.
+
+Verdicts: OK, WRONG, RULE, TODO, CRASH, DEADLOCK, TIMEOUT, BUILD (and SKIPPED,
+not counted). A test's verdict is that of its first failing case.
+"""
+
+import dataclasses
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from typing import List, Optional
+
+import numpy as np
+
+import launch
+import spec
+
+# --------------------------------------------------------------------- records
+
+
+@dataclasses.dataclass
+class CallStats:
+    kind: str
+    calls: int
+    msgs_sent: int
+    msgs_recv: int
+    bytes_sent: int
+    bytes_recv: int
+
+
+@dataclasses.dataclass
+class Event:
+    fn: str
+    dir: str  # S sent, R received, C collective
+    peer: int
+    tag: int
+    bytes: int
+    comm: str  # case, world, self, other
+
+
+@dataclasses.dataclass
+class Record:
+    """What one rank wrote about one case: its MPI calls, events and notes."""
+    seconds: float = 0.0
+    calls: dict = dataclasses.field(default_factory=dict)
+    events: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)  # (kind, text)
+    complete: bool = False
+
+    @property
+    def msgs_sent(self):
+        return sum(s.msgs_sent for s in self.calls.values())
+
+    @property
+    def msgs_recv(self):
+        return sum(s.msgs_recv for s in self.calls.values())
+
+    @property
+    def bytes_sent(self):
+        return sum(s.bytes_sent for s in self.calls.values())
+
+    def sends(self):
+        return [e for e in self.events if e.dir == "S"]
+
+
+def read_record(path):
+    rec = Record()
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("T "):
+            rec.seconds = float(line[2:])
+        elif line.startswith("C "):
+            _, fn, kind, *nums = line.split()
+            rec.calls[fn] = CallStats(kind, *map(int, nums))
+        elif line.startswith("E "):
+            _, fn, d, peer, tag, nbytes, comm = line.split()
+            rec.events.append(Event(fn, d, int(peer), int(tag), int(nbytes), comm))
+        elif line.startswith("N "):
+            _, kind, text = line.split(" ", 2)
+            rec.notes.append((kind, text))
+        elif line == "END":
+            rec.complete = True
+    return rec if rec.complete else None
+
+
+@dataclasses.dataclass
+class StatusLine:
+    kind: str
+    case: int
+    group: int
+    rank: int
+    world: int
+    text: str
+    backtrace: List[str] = dataclasses.field(default_factory=list)
+
+
+def read_status(launch_dir, world):
+    """The fault lines every rank wrote (TODO, CRASH, ERROR, HANG)."""
+    out = []
+    for w in range(world):
+        path = os.path.join(launch_dir, f"status.r{w}.txt")
+        try:
+            with open(path, errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        bt = None
+        for line in lines:
+            if bt is not None:
+                if line == "END":
+                    bt = None
+                else:
+                    bt.append(line)
+                continue
+            if line == "BACKTRACE":
+                if out:
+                    bt = out[-1].backtrace
+                else:
+                    bt = []
+                continue
+            parts = line.split("\t", 5)
+            if len(parts) < 6:
+                continue
+            try:
+                vals = {p.split("=")[0]: int(p.split("=")[1]) for p in parts[1:5]}
+            except (ValueError, IndexError):
+                continue
+            out.append(StatusLine(parts[0], vals["case"], vals["group"], vals["rank"],
+                                  vals["world"], parts[5]))
+    return out
+
+
+# --------------------------------------------------------------------- results
+
+VERDICTS = ("OK", "WRONG", "RULE", "TODO", "CRASH", "DEADLOCK", "TIMEOUT", "BUILD", "SKIPPED")
+
+
+@dataclasses.dataclass
+class Failure:
+    kind: str
+    case: Optional[spec.Case]
+    lines: List[str]  # the first is the headline
+
+
+@dataclasses.dataclass
+class TestResult:
+    test: spec.Test
+    verdict: str = "OK"
+    lines: List[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    cases_run: int = 0
+    cases_failed: int = 0
+    launch_dir: str = ""
+
+    @property
+    def points(self):
+        return self.test.points if self.verdict == "OK" else 0
+
+
+# ----------------------------------------------------------------- comparisons
+
+
+def fmt_value(v):
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.9g}"
+    return str(v)
+
+
+def compare(name, expected, got, tol, rank):
+    """None if got matches expected within tol, else a WRONG message."""
+    expected = np.asarray(expected)
+    if got is None:
+        return f"rank {rank} wrote no '{name}'"
+    if got.shape != expected.shape:
+        return (f"rank {rank} '{name}' has {got.size} elements, expected {expected.size}")
+    if expected.size == 0:
+        return None
+    e = expected.astype(np.float64) if spec.is_float(expected.dtype) or spec.is_float(got.dtype) \
+        else expected.astype(np.int64)
+    g = got.astype(e.dtype)
+    if spec.is_float(e.dtype):
+        err = np.abs(g - e)
+        bad = ~(err <= tol)  # NaN counts as bad
+        bad |= np.isnan(g) & ~np.isnan(e)
+    else:
+        err = np.abs(g - e)
+        bad = g != e
+    if not bad.any():
+        return None
+    idx = int(np.flatnonzero(bad)[0])
+    nbad = int(bad.sum())
+    maxerr = err[bad]
+    maxerr = np.nanmax(maxerr) if np.isfinite(maxerr).any() else float("nan")
+    where = f"[{idx}]" if expected.ndim <= 1 else str(np.unravel_index(idx, expected.shape))
+    return (f"rank {rank} '{name}'{where} expected {fmt_value(expected.flat[idx])} "
+            f"got {fmt_value(got.flat[idx])} ({nbad} of {expected.size} wrong, "
+            f"max error {fmt_value(maxerr)})")
+
+
+# -------------------------------------------------------------------- helpers
+
+
+def stable_seed(*parts):
+    h = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(h[:8], "little")
+
+
+def groups_of(world, np_):
+    return world // np_
+
+
+def short_backtrace(lines, binary, source):
+    """The exercise's own frames of a crash backtrace, innermost first."""
+    frames = []
+    for line in lines:
+        m = re.match(r"(.*)\((\w*)\+(0x[0-9a-f]+)\)", line)
+        if not m or os.path.basename(m.group(1)) != os.path.basename(binary):
+            continue
+        func, where = where_in_source(binary, m.group(2), m.group(3))
+        if where.startswith(source + ":"):
+            frames.append(f"{func}() at {where}")
+    return frames
+
+
+def where_in_source(binary, func, off):
+    """(function, file:line) of func+off in binary, through nm and addr2line."""
+    try:
+        base = 0
+        if func:
+            out = subprocess.run(["nm", binary], capture_output=True, text=True, timeout=10).stdout
+            for line in out.splitlines():
+                p = line.split()
+                if len(p) == 3 and p[2] == func:
+                    base = int(p[0], 16)
+                    break
+            else:
+                return func, ""
+        addr = base + int(off, 16) - 1  # a return address points just after its call
+        out = subprocess.run(["addr2line", "-f", "-e", binary, hex(addr)], capture_output=True,
+                             text=True, timeout=10).stdout.split("\n")
+        name = out[0].strip() if out and out[0].strip() != "??" else func
+        loc = out[1].strip() if len(out) > 1 else ""
+        if loc and not loc.startswith("??"):
+            path, _, line = loc.partition(":")
+            root = os.getcwd() + os.sep
+            path = path[len(root):] if path.startswith(root) else path
+            return name, f"{path}:{line.split()[0]}"
+        return name, ""
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        return func, ""
+
+
+# ---------------------------------------------------------------------- launch
+
+
+class Exercise:
+    def __init__(self, lecture, name, source, binary, tests):
+        self.lecture = lecture
+        self.name = name
+        self.source = source
+        self.binary = binary
+        self.tests = tests
+
+
+class Runner:
+    """Grades the tests of one exercise: as few launches as the failures allow."""
+
+    def __init__(self, exercise, seed, work_dir, watchdog=10.0, max_np=8, rerun_hint=""):
+        self.ex = exercise
+        self.seed = seed
+        self.work_dir = work_dir
+        self.watchdog = watchdog
+        self.max_np = max_np
+        self.rerun_hint = rerun_hint
+
+    def cases_of(self, test):
+        rng = np.random.default_rng(stable_seed(self.seed, test.exercise, test.name, "cases"))
+        return [c for c in test.cases(rng) if c.np <= self.max_np]
+
+    def run(self, tests):
+        results = {}
+        pending = list(tests)
+        n = 0
+        if os.path.isdir(self.work_dir):
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+        while pending:
+            n += 1
+            done, pending = self.launch(pending, os.path.join(self.work_dir, f"launch{n}"))
+            results.update(done)
+        return [results[t.name] for t in tests]
+
+    # One mpirun for the pending tests; returns (results, tests to run again).
+    def launch(self, tests, launch_dir):
+        os.makedirs(launch_dir, exist_ok=True)
+        plan = []  # (test, case, global index)
+        for test in tests:
+            for case in self.cases_of(test):
+                plan.append((test, case, len(plan)))
+        world = max((c.np for _, c, _ in plan), default=1)
+        inputs = {}
+        lines = ["# xt cases: case <k> np=<n> fn=<function> key=value ..."]
+        for test, case, k in plan:
+            cdir = os.path.join(launch_dir, f"c{k}")
+            os.makedirs(cdir, exist_ok=True)
+            per_group = []
+            for g in range(groups_of(world, case.np)):
+                rng = np.random.default_rng(stable_seed(self.seed, test.exercise, test.name,
+                                                        case.index, g))
+                inp = test.inputs(case, rng)
+                per_group.append(inp)
+                for name, val in inp.items():
+                    if isinstance(val, list):
+                        for r, arr in enumerate(val):
+                            np.save(os.path.join(cdir, f"g{g}.r{r}.{name}.npy"), arr)
+                    else:
+                        np.save(os.path.join(cdir, f"g{g}.{name}.npy"), val)
+            inputs[k] = per_group
+            params = " ".join(f"{key}={val}" for key, val in case.params.items())
+            wd = test.watchdog or self.watchdog
+            lines.append(f"case {k} np={case.np} {params} watchdog={wd:g}")
+        with open(os.path.join(launch_dir, "cases.txt"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+        cmd = launch.mpirun_command(world, [os.path.abspath(self.ex.binary), "--cases",
+                                            os.path.abspath(launch_dir)])
+        with open(os.path.join(launch_dir, "run.sh"), "w") as f:
+            f.write("#!/bin/sh\n# Runs these cases again, as the grader did.\n"
+                    f"cd {os.getcwd()} && {launch.shell_line(cmd)}\n")
+        max_wd = max((t.watchdog or self.watchdog) for t in tests)
+        res = launch.run(cmd, timeout=60 + 2 * max_wd,
+                         log_path=os.path.join(launch_dir, "output.txt"))
+        status = read_status(launch_dir, world)
+
+        results, rerun = {}, []
+        dead_case = None  # global index of the case the launch died in
+        for test in tests:
+            r = TestResult(test, launch_dir=launch_dir)
+            first: Optional[Failure] = None
+            died_here = False
+            for t, case, k in plan:
+                if t is not test:
+                    continue
+                if dead_case is not None:
+                    break
+                recs = self.read_case(launch_dir, k, world, case.np)
+                if recs is None:  # the launch ended inside this case
+                    dead_case = k
+                    died_here = True
+                    death = self.classify_death(res, status, case, k, world)
+                    if first is None:
+                        first = death
+                    elif death.kind != first.kind:
+                        first.lines.append(f"(later, at {case.label}: {death.kind} "
+                                           f"{death.lines[0]})")
+                    r.cases_failed += 1
+                    break
+                r.cases_run += 1
+                r.seconds += max((rec.seconds for g in recs for rec in g), default=0.0)
+                fail = self.check_case(test, case, k, recs, inputs[k], launch_dir)
+                if fail:
+                    r.cases_failed += 1
+                    if first is None:
+                        first = fail
+            if dead_case is not None and not died_here and r.cases_run == 0 and first is None:
+                rerun.append(test)  # never reached: run it again in a new launch
+                continue
+            if first is None and dead_case is None and res.returncode != 0 and test is tests[-1]:
+                first = self.classify_death(res, status, None, None, world)
+            if first:
+                r.verdict = first.kind
+                r.lines = first.lines
+                if first.case is not None and r.cases_failed > 1:
+                    r.lines.append(f"({r.cases_failed} of {r.cases_run + died_here} cases "
+                                   f"failed; this is the first)")
+                if test.hint and first.kind in ("WRONG", "RULE", "DEADLOCK"):
+                    r.lines.append(test.hint)
+            results[test.name] = r
+        return results, rerun
+
+    def read_case(self, launch_dir, k, world, np_):
+        """Records per group per rank, or None if any rank did not finish."""
+        cdir = os.path.join(launch_dir, f"c{k}")
+        out = []
+        for g in range(groups_of(world, np_)):
+            recs = []
+            for r in range(np_):
+                rec = read_record(os.path.join(cdir, f"g{g}.r{r}.mpi.txt"))
+                if rec is None:
+                    return None
+                recs.append(rec)
+            out.append(recs)
+        return out
+
+    def check_case(self, test, case, k, recs, inputs, launch_dir):
+        cdir = os.path.join(launch_dir, f"c{k}")
+        label = case.label
+        for g, group in enumerate(recs):
+            inp = inputs[g]
+            # Harness notes first: memory written out of bounds, inputs changed.
+            for r, rec in enumerate(group):
+                for kind, text in rec.notes:
+                    if kind == "WRONG":
+                        return Failure("WRONG", case, [f"{label}: rank {r} {text}"])
+            expected = test.reference(case, inp)
+            for r in range(case.np):
+                for name, exp in expected[r].items():
+                    path = os.path.join(cdir, f"g{g}.r{r}.{name}.npy")
+                    got = np.load(path) if os.path.exists(path) else None
+                    tol = test.tolerance(case, inp, name, r) if test.tolerance else 0.0
+                    msg = compare(name, exp, got, tol, r)
+                    if msg:
+                        lines = [f"{label}: {msg}"]
+                        hint = world_hint(group)
+                        if hint:
+                            lines.append(hint)
+                        return Failure("WRONG", case, lines)
+            for r, rec in enumerate(group):
+                for kind, text in rec.notes:
+                    if kind == "RULE":
+                        return Failure("RULE", case, [f"{label}: rank {r} {text}"])
+            for rule in test.rules:
+                broken = rule(case, inp, group)
+                if broken:
+                    return Failure("RULE", case, [f"{label}: {broken[0][1]}"])
+        return None
+
+    def classify_death(self, res, status, case, k, world):
+        label = case.label if case else "start-up"
+        if k is not None:
+            mine = [s for s in status if s.case == k]
+        else:
+            mine = list(status)
+        todo = [s for s in mine if s.kind == "TODO"] or [s for s in status if s.kind == "TODO"]
+        if todo:
+            return Failure("TODO", case, [todo[0].text])
+        crash = [s for s in mine if s.kind in ("CRASH", "ERROR")] or \
+                [s for s in status if s.kind in ("CRASH", "ERROR")]
+        if crash:
+            s = crash[0]
+            lines = [f"{label}: rank {s.rank}: {s.text}"]
+            frames = short_backtrace(s.backtrace, self.ex.binary, self.ex.source)
+            if frames:
+                lines.append("in " + " <- ".join(frames[:4]))
+            return Failure("CRASH", case, lines)
+        hang = [s for s in mine if s.kind == "HANG"]
+        if hang:
+            return self.deadlock(case, hang)
+        if res.timed_out:
+            return Failure("TIMEOUT", case, [f"{label}: the run did not finish within "
+                                             f"{res.seconds:.0f} s and no rank reported why"])
+        return Failure("CRASH", case, [f"{label}: the run ended early (exit code "
+                                       f"{res.returncode}) without a report"]
+                       + mpirun_reason(res.output))
+
+    def deadlock(self, case, hang):
+        # Group whose ranks are still inside the function: the one that hangs.
+        by_group = {}
+        for s in hang:
+            if s.group >= 0:
+                by_group.setdefault(s.group, []).append(s)
+        stuck = {g: ss for g, ss in by_group.items()
+                 if any(not s.text.startswith(("done:", "idle:")) for s in ss)}
+        group = min(stuck) if stuck else (min(by_group) if by_group else None)
+        ranks = sorted(by_group.get(group, hang), key=lambda s: s.rank)
+        in_mpi = any(s.text.startswith("mpi:") for s in ranks)
+        limit = re.search(r"for ([0-9.]+) s", " ".join(s.text for s in ranks))
+        label = case.label if case else "start-up"
+        head = f"{label}: no progress" + (f" for {limit.group(1)} s" if limit else "")
+        lines = [head]
+        for s in ranks:
+            state, _, what = s.text.partition(": ")
+            lines.append(f"  r{s.rank} {what}")
+        if any("MPI_Send(" in s.text or "MPI_Ssend(" in s.text for s in ranks):
+            lines.append("strict send mode: MPI_Send returns only once the matching receive is "
+                         "posted, so sends that wait on each other in a cycle never return")
+        return Failure("DEADLOCK" if in_mpi else "TIMEOUT", case, lines)
+
+
+def world_hint(group):
+    used = sorted({e.fn for rec in group for e in rec.events if e.comm == "world"})
+    if used:
+        return (f"hint: {', '.join(used)} went over MPI_COMM_WORLD; the function must use "
+                f"its comm argument (the grader runs it on sub-communicators)")
+    return ""
+
+
+def mpirun_reason(output):
+    keep = []
+    for line in output.splitlines():
+        if re.search(r"exited on signal|returned a non-zero exit|killed|not enough slots|"
+                     r"No such file|cannot|error", line, re.I):
+            keep.append(line.strip())
+    return keep[:4]
+
+
+# ---------------------------------------------------------------------- build
+
+FORBIDDEN_SYMBOLS = [
+    (r"^PMPI_", "calls {} directly, which hides the call from the grader; use the MPI_ name"),
+    (r"^xti_", "calls libxt's internal {}"),
+    (r"^(dlsym|dlvsym|dlopen)$", "calls {}(): only MPI may move data between ranks here"),
+    (r"^(fork|vfork|system|popen|execv|execve|execvp|execl|execlp|posix_spawn|posix_spawnp)$",
+     "calls {}(): no other processes here"),
+    (r"^(socket|shm_open|mmap|mmap64|fopen|fopen64|open|open64|creat|pipe|syscall)$",
+     "calls {}(): only MPI may move data between ranks here"),
+    (r"^MPI_T_", "calls the MPI tools interface ({})"),
+]
+
+
+def forbidden_calls(obj):
+    """RULE messages for symbols an exercise object must not use."""
+    try:
+        out = subprocess.run(["nm", "-u", obj], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return []
+    msgs = []
+    for line in out.stdout.splitlines():
+        sym = line.split()[-1] if line.split() else ""
+        sym = sym.split("@")[0]
+        for pat, msg in FORBIDDEN_SYMBOLS:
+            if re.search(pat, sym):
+                msgs.append(msg.format(sym))
+    return msgs
+
+
+def build(binaries, jobs=2):
+    """Builds binaries with make; returns {binary: compiler output} for failures."""
+    failed = {}
+    if not binaries:
+        return failed
+    cmd = ["make", "-s", "--no-print-directory", "-k", f"-j{jobs}"] + list(binaries)
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode == 0:
+        return failed
+    for b in binaries:
+        one = subprocess.run(["make", "-s", "--no-print-directory", b], capture_output=True,
+                             text=True)
+        if one.returncode != 0:
+            failed[b] = (one.stdout + one.stderr).strip()
+    if not failed:  # e.g. libxt itself
+        for b in binaries:
+            failed[b] = (res.stdout + res.stderr).strip()
+    return failed
+
+
+def build_errors(text, limit=12):
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    first = next((i for i, ln in enumerate(lines) if "error" in ln), 0)
+    return lines[first:first + limit]

@@ -1,0 +1,190 @@
+"""Starting MPI programs: the launcher command, its environment, and cleanup.
+
+Every launch runs in a session of its own (setsid). Open MPI gives each rank
+a process group of its own but keeps them in mpirun's session, so killing
+the session (every process whose session id is mpirun's pid) ends mpirun and
+all its ranks. A token in the environment finds any rank that escaped it.
+No process of a launch outlives the call that started it.
+
+On a cluster, MPIRUN_ARGS adds launcher arguments (a hostfile, say) and
+XT_LAUNCHER replaces the launcher altogether ("srun --mpi=pmix -n {np}").
+"""
+
+import functools
+import os
+import shlex
+import signal
+import subprocess
+import time
+import uuid
+
+
+@functools.lru_cache(maxsize=None)
+def mpi_flavor():
+    """('openmpi' | 'mpich' | 'other', version line) of the mpirun on PATH."""
+    try:
+        out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "missing", ""
+    first = out.strip().splitlines()[0] if out.strip() else "mpirun"
+    if "Open MPI" in out or "OpenRTE" in out:
+        return "openmpi", first.replace("mpirun (Open MPI)", "Open MPI").strip()
+    if "HYDRA" in out or "MPICH" in out:
+        version = next((line.split(":", 1)[1].strip() for line in out.splitlines()
+                        if line.strip().startswith("Version:")), "")
+        return "mpich", ("MPICH " + version).strip()
+    return "other", first
+
+
+def mpi_env(extra=None):
+    """The environment a launch needs: as root, oversubscribed, quiet."""
+    env = dict(os.environ)
+    env.update({
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        # More ranks than cores: ranks must yield the core while they wait.
+        "OMPI_MCA_mpi_yield_when_idle": "1",
+        "OMPI_MCA_rmaps_base_oversubscribe": "1",
+        # No InfiniBand here; without this, Open MPI warns about every missing device.
+        "OMPI_MCA_btl_base_warn_component_unused": "0",
+        "PMIX_MCA_gds": "hash",
+        # Open MPI 4.1's AVX reduction kernels saturate 8-bit integer sums
+        # (200 + 100 gives 255, not 44): use the plain C kernels, which wrap.
+        "OMPI_MCA_op": "^avx",
+    })
+    if extra:
+        env.update(extra)
+    return env
+
+
+def mpirun_command(np, argv):
+    """The command that starts argv on np ranks."""
+    launcher = os.environ.get("XT_LAUNCHER", "").strip()
+    if launcher:
+        return shlex.split(launcher.replace("{np}", str(np))) + list(argv)
+    flavor, _ = mpi_flavor()
+    if flavor == "openmpi":
+        cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(np)]
+    else:
+        cmd = ["mpirun", "-n", str(np)]
+    cmd += shlex.split(os.environ.get("MPIRUN_ARGS", ""))
+    return cmd + list(argv)
+
+
+def shell_line(cmd, env_keys=("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")):
+    """The command as a user would type it (with the variables root needs)."""
+    prefix = " ".join(f"{k}=1" for k in env_keys) if os.geteuid() == 0 else ""
+    line = " ".join(shlex.quote(c) for c in cmd)
+    return f"{prefix} {line}".strip()
+
+
+def _session_of(pid):
+    """The session id of a live process (None for zombies: they are already dead)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+        # pid (comm) state ppid pgrp session ...: comm may hold spaces.
+        fields = data[data.rindex(")") + 2:].split()
+        return None if fields[0] in ("Z", "X") else int(fields[3])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _has_token(pid, token):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return token.encode() in f.read()
+    except OSError:
+        return False
+
+
+def _members(session, token):
+    me = os.getpid()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if pid == me:
+            continue
+        sid = _session_of(pid)
+        if sid is not None and (sid == session or (token and _has_token(pid, token))):
+            found.append(pid)
+    return found
+
+
+def kill_launch(session, token):
+    """SIGKILL every process of the launch; returns once none is left."""
+    deadline = time.monotonic() + 10
+    while True:
+        pids = _members(session, token)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+
+
+class Result:
+    def __init__(self, returncode, seconds, timed_out, output):
+        self.returncode = returncode
+        self.seconds = seconds
+        self.timed_out = timed_out
+        self.output = output
+
+
+_current = []  # launches in progress, killed if the grader itself is interrupted
+
+
+def _on_signal(signum, frame):
+    for session, token in list(_current):
+        kill_launch(session, token)
+    raise KeyboardInterrupt
+
+
+def install_signal_handlers():
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+
+
+def run(cmd, timeout, log_path=None, env=None, cwd=None):
+    """Runs a launch to completion or timeout; kills everything it started."""
+    token = uuid.uuid4().hex
+    env = dict(env if env is not None else mpi_env())
+    env["XT_LAUNCH_TOKEN"] = token
+    out = open(log_path, "wb") if log_path else subprocess.PIPE
+    start = time.monotonic()
+    timed_out = False
+    try:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env, cwd=cwd)
+    except OSError as e:
+        if log_path:
+            out.close()
+        return Result(127, 0.0, False, f"cannot start {cmd[0]}: {e}")
+    _current.append((proc.pid, token))
+    try:
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_launch(proc.pid, token)
+            stdout, _ = proc.communicate()
+    finally:
+        kill_launch(proc.pid, token)
+        _current.remove((proc.pid, token))
+        if log_path:
+            out.close()
+    seconds = time.monotonic() - start
+    if log_path:
+        with open(log_path, "rb") as f:
+            text = f.read().decode(errors="replace")
+    else:
+        text = (stdout or b"").decode(errors="replace")
+    return Result(proc.returncode, seconds, timed_out, text)

@@ -1,0 +1,274 @@
+"""The vocabulary of the test tables: tests, cases, references, tolerances, rules.
+
+A lecture's table (grader/lectures/lcN_*.py) is a list of Test entries, one
+per function a student writes. Each says:
+
+  cases(rng)              the cases: world size np and parameters
+  inputs(case, rng)       each rank's input arrays, fresh and rank-distinct
+  reference(case, inp)    each rank's expected outputs, computed by NumPy from
+                          the plain single-process definition
+  tolerance(case, inp, name, rank)   per-element absolute tolerance (0: exact)
+  rules                   checks on how it was computed (the MPI counters)
+
+The harness (grader/harness.py) runs the cases and applies these.
+"""
+
+import dataclasses
+import math
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+# World sizes every collective is graded at, and the order cases run in: the
+# sizes that tile an 8-rank world come first, so code that talks on
+# MPI_COMM_WORLD meets other groups' data (a wrong answer) before it meets an
+# idle rank (a hang).
+NPS = (1, 2, 3, 4, 5, 8)
+NP_ORDER = (2, 4, 8, 1, 3, 5)
+
+
+@dataclasses.dataclass
+class Case:
+    test: "Test"
+    np: int
+    params: dict  # fn, dtype, op, count, root, ...: written to cases.txt
+    index: int = 0  # position within its test
+
+    @property
+    def label(self):
+        return self.test.label(self)
+
+    def __getitem__(self, key):
+        return self.params[key]
+
+    def get(self, key, default=None):
+        return self.params.get(key, default)
+
+
+def default_label(case):
+    p = case.params
+    parts = [f"np={case.np}"]
+    for key in ("dtype", "op", "root", "count"):
+        if key in p:
+            parts.append(f"{key}={p[key]}" if key in ("root", "count") else str(p[key]))
+    return " ".join(parts)
+
+
+@dataclasses.dataclass
+class Test:
+    exercise: str  # the program: lc1_basic/<exercise>.c
+    name: str  # the function under test (cases.txt fn=)
+    points: int
+    cases: Callable  # (rng) -> list[Case-like dicts]
+    inputs: Callable  # (case, rng) -> {name: array for all ranks | [array per rank]}
+    reference: Callable  # (case, inputs) -> [ {name: expected array} per rank ]
+    tolerance: Callable = None  # (case, inputs, name, rank) -> float | array
+    rules: Sequence[Callable] = ()
+    label: Callable = default_label
+    watchdog: Optional[float] = None
+    hint: str = ""  # shown under a failure
+
+
+def make_cases(test, specs):
+    """Cases from dicts holding np and parameters, in NP_ORDER, numbered."""
+    cases = [Case(test, s["np"], {k: v for k, v in s.items() if k != "np"}) for s in specs]
+    for c in cases:
+        c.params.setdefault("fn", test.name)
+    cases.sort(key=lambda c: NP_ORDER.index(c.np) if c.np in NP_ORDER else len(NP_ORDER))
+    for i, c in enumerate(cases):
+        c.index = i
+    return cases
+
+
+# --------------------------------------------------------------------- dtypes
+
+DTYPES = {
+    "float32": np.float32, "float64": np.float64, "int8": np.int8, "int16": np.int16,
+    "int32": np.int32, "int64": np.int64, "uint8": np.uint8,
+}
+
+
+def is_float(dtype):
+    return np.dtype(dtype).kind == "f"
+
+
+def random_values(rng, dtype, op, shape):
+    """Random values for a reduction with `op` that stays clear of overflow."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        if op == "prod":
+            v = rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+        else:
+            v = rng.uniform(-100.0, 100.0, shape)
+        return v.astype(dt)
+    info = np.iinfo(dt)
+    if op == "sum":
+        hi = 15 if dt.itemsize == 1 and dt.kind == "i" else (255 if dt.kind == "u" else 1000)
+        lo = 0 if dt.kind == "u" else -hi
+    elif op == "prod":
+        choices = [1, 2] if dt.kind == "u" else ([-1, 1] if dt.itemsize == 1 else [-2, -1, 1, 2])
+        return rng.choice(np.array(choices, dtype=dt), shape)
+    elif op in ("land", "lor", "lxor"):
+        return rng.choice(np.array([0, 0, 1, 3], dtype=dt), shape)
+    else:
+        lo, hi = max(info.min, -10**6), min(info.max, 10**6)
+        if op in ("band", "bor", "bxor"):
+            lo, hi = info.min, info.max
+    return rng.integers(lo, hi, shape, dtype=dt, endpoint=True)
+
+
+def reduce_ranks(stack, op):
+    """The reduction over axis 0 (the ranks), as MPI defines each op.
+
+    Floating-point sums and products are computed in float64; integers wrap
+    in their own type, as C arithmetic does. With one rank no op is applied at
+    all, so even a logical op leaves the value as it is.
+    """
+    dt = stack.dtype
+    if stack.shape[0] == 1:
+        return stack[0].copy()
+    if is_float(dt) and op in ("sum", "prod"):
+        wide = stack.astype(np.float64)
+        return wide.sum(axis=0) if op == "sum" else wide.prod(axis=0)
+    with np.errstate(over="ignore"):
+        if op == "sum":
+            return np.add.reduce(stack, axis=0, dtype=dt)
+        if op == "prod":
+            return np.multiply.reduce(stack, axis=0, dtype=dt)
+    if op == "max":
+        return stack.max(axis=0)
+    if op == "min":
+        return stack.min(axis=0)
+    if op == "band":
+        return np.bitwise_and.reduce(stack, axis=0)
+    if op == "bor":
+        return np.bitwise_or.reduce(stack, axis=0)
+    if op == "bxor":
+        return np.bitwise_xor.reduce(stack, axis=0)
+    if op == "land":
+        return np.logical_and.reduce(stack != 0, axis=0).astype(dt)
+    if op == "lor":
+        return np.logical_or.reduce(stack != 0, axis=0).astype(dt)
+    if op == "lxor":
+        return np.logical_xor.reduce(stack != 0, axis=0).astype(dt)
+    raise ValueError(f"unknown op {op}")
+
+
+def reduction_tolerance(stack, op):
+    """Per-element bound on the rounding error of any order of reduction.
+
+    Summing n numbers in any order errs by at most about n eps sum|x_i|;
+    a product of n factors by about n eps |product|. Max, min and integer
+    ops are exact.
+    """
+    dt = stack.dtype
+    if not is_float(dt) or op not in ("sum", "prod"):
+        return 0.0
+    n = stack.shape[0]
+    eps = float(np.finfo(dt).eps)
+    wide = np.abs(stack.astype(np.float64))
+    if op == "sum":
+        return 2 * n * eps * wide.sum(axis=0) + np.finfo(dt).tiny
+    return 2 * n * eps * wide.prod(axis=0) + np.finfo(dt).tiny
+
+
+def exact(case, inputs, name, rank):
+    return 0.0
+
+
+# --------------------------------------------------------------------- rules
+#
+# A rule is called as rule(case, inputs, records): the case, one group's inputs,
+# and records[r], rank r's Record (grader/harness.py). It returns a list of
+# (rank, message), empty when the rule holds.
+
+COLLECTIVE_KINDS = {"coll": "a library collective", "comm": "a communicator constructor",
+                    "rma": "one-sided communication"}
+
+
+def point_to_point_only(case, inputs, records):
+    """No library collectives, communicator construction or one-sided calls."""
+    out = []
+    for r, rec in enumerate(records):
+        for fn, st in rec.calls.items():
+            if st.kind in COLLECTIVE_KINDS:
+                out.append((r, f"rank {r} called {fn} ({COLLECTIVE_KINDS[st.kind]}): this "
+                               f"exercise builds it from point-to-point messages, so only "
+                               f"sends, receives and their waits are allowed"))
+                break
+    return out
+
+
+def only_calls(allowed, why):
+    """Point-to-point calls other than `allowed` are refused (with the reason why)."""
+    allowed = set(allowed)
+
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            extra = sorted(fn for fn, st in rec.calls.items()
+                           if st.kind == "p2p" and fn not in allowed)
+            if extra:
+                out.append((r, f"rank {r} called {', '.join(extra)}: {why}"))
+        return out
+    rule.__doc__ = f"only {', '.join(sorted(allowed))}"
+    return rule
+
+
+def calls_exactly(fn, expected, why):
+    """fn is called exactly expected(case, inputs, rank) times (None: any number)."""
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            want = expected(case, inputs, r)
+            got = rec.calls[fn].calls if fn in rec.calls else 0
+            if want is not None and got != want:
+                out.append((r, f"rank {r} called {fn} {got} times, expected {want}: {why}"))
+        return out
+    return rule
+
+
+def max_messages(limit, formula):
+    """Each rank sends at most limit(case, inputs, rank) messages."""
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            got, cap = rec.msgs_sent, limit(case, inputs, r)
+            if got > cap:
+                out.append((r, f"rank {r} sent {got} messages, the algorithm needs at most "
+                               f"{cap} ({formula})"))
+        return out
+    return rule
+
+
+def max_messages_received(limit, formula):
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            got, cap = rec.msgs_recv, limit(case, inputs, r)
+            if got > cap:
+                out.append((r, f"rank {r} received {got} messages, the algorithm needs at most "
+                               f"{cap} ({formula})"))
+        return out
+    return rule
+
+
+def max_bytes_sent(limit, formula):
+    """Each rank sends at most limit(case, inputs, rank) bytes."""
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            got, cap = rec.bytes_sent, limit(case, inputs, r)
+            if got > cap:
+                out.append((r, f"rank {r} sent {got} B, the algorithm needs at most {cap} B "
+                               f"({formula})"))
+        return out
+    return rule
+
+
+def ceil_log2(n):
+    return 0 if n <= 1 else math.ceil(math.log2(n))
+
+
+def itemsize(case):
+    return np.dtype(case["dtype"]).itemsize

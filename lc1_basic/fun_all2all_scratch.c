@@ -1,0 +1,84 @@
+/*
+ * fun_all2all_scratch.c: all-to-all-v from point-to-point messages.
+ * docs/lc1_basic.md#fun_all2all_scratch
+ *
+ * Rank r's `send` holds np blocks back to back, block j (sendcounts[j]
+ * elements, possibly 0) for rank j. Afterwards rank r holds, in a buffer it
+ * allocates, the blocks every rank sent it, in source-rank order; recvcounts[i]
+ * says how many came from rank i. The receiver does not know those sizes in
+ * advance, so they travel first:
+ *
+ *   1. sizes:    rank r tells rank j sendcounts[j];
+ *   2. payloads: rank r sends block j to rank j, receives block r of every j.
+ *
+ * Both in pairwise order: at step k = 1 .. np-1 rank r sends to r+k and
+ * receives from r-k (mod np), so every step pairs each rank with exactly one
+ * sender and one receiver and no rank is swamped. Its own block is copied.
+ *
+ *     np = 4, step k=1      step k=2      step k=3
+ *     0->1 1->2 2->3 3->0   0->2 1->3 ..  0->3 1->0 ..
+ *
+ * Cost: 2(np-1) messages per rank: np-1 of one int, np-1 payloads carrying
+ * everything but its own block.
+ */
+#include "xt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int alltoallv_scratch(const void *send, const int *sendcounts, MPI_Datatype dt, void **recv,
+                      int *recvcounts, MPI_Comm comm)
+{
+    /*
+     * TODO: sizes first, then payloads, pairwise.
+     *   Step k = 1 .. np-1 sends to r+k and receives from r-k (mod np).
+     *   Fill recvcounts (np entries), malloc *recv for all received elements
+     *   (the caller frees it), place the block from rank i after those from
+     *   ranks 0..i-1, and return the total. Point-to-point calls only.
+     */
+    XT_TODO("sizes first, then payloads, pairwise.", send, sendcounts, dt, recv, recvcounts, comm);
+}
+
+static void run_case(xt_case *c)
+{
+    xt_array x = xt_case_input_const(c, "x");
+    xt_array sendcounts = xt_case_input_const(c, "sendcounts");
+    int *recvcounts = xt_case_alloc(c, "recvcounts", sendcounts.count, XT_I32);
+    void *y = NULL;
+    int total = alltoallv_scratch(x.data, sendcounts.data, xt_dtype_mpi(x.dtype), &y, recvcounts,
+                                  xt_case_comm(c));
+    int64_t ret = total;
+    xt_case_output(c, "ret", &ret, XT_I64, 1);
+    xt_case_output(c, "recvcounts", recvcounts, XT_I32, sendcounts.count);
+    xt_case_output(c, "y", y, x.dtype, total);
+    free(y);
+}
+
+/* Rank r sends j + 1 copies of 10 r + j to rank j. */
+static void demo(MPI_Comm comm)
+{
+    int rank, np;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    int *counts = xt_malloc(sizeof(int) * (size_t)np), total = 0;
+    for (int j = 0; j < np; j++)
+        total += counts[j] = j + 1;
+    int *x = xt_malloc(sizeof(int) * (size_t)total), *p = x;
+    for (int j = 0; j < np; j++)
+        for (int k = 0; k <= j; k++)
+            *p++ = 10 * rank + j;
+    int *recvcounts = xt_malloc(sizeof(int) * (size_t)np);
+    void *y = NULL;
+    xt_print_buffer_ordered(comm, "send: ", x, total, MPI_INT);
+    int got = alltoallv_scratch(x, counts, MPI_INT, &y, recvcounts, comm);
+    xt_print_buffer_ordered(comm, "recv: ", y, got, MPI_INT);
+    free(y);
+    free(x);
+    free(counts);
+    free(recvcounts);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}

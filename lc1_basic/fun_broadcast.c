@@ -1,0 +1,77 @@
+/*
+ * fun_broadcast.c: broadcast from any root, linear and as a binomial tree.
+ * docs/lc1_basic.md#fun_broadcast
+ *
+ * After the call every rank's `buf` holds the root's `count` elements.
+ *
+ * Linear: the root sends to every other rank in turn. np-1 messages leave
+ * one rank, one after the other: (np-1)(alpha + n beta) for n bytes.
+ *
+ * Binomial tree: in every round, each rank that has the data sends it to one
+ * that does not, so the number of ranks holding it doubles. With ranks
+ * renumbered relative to the root (v = rank - root mod np):
+ *
+ *     round 1:  v0 -> v4                 (the highest power of two < np first)
+ *     round 2:  v0 -> v2   v4 -> v6
+ *     round 3:  v0 -> v1   v2 -> v3   v4 -> v5   v6 -> v7
+ *
+ * v receives from v minus its lowest set bit, then sends to v + m for every
+ * power of two m below that bit. No rank sends more than ceil(log2 np)
+ * messages: ceil(log2 np)(alpha + n beta) in all.
+ */
+#include "xt.h"
+
+void bcast_linear(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
+{
+    /*
+     * TODO: the root sends buf to each other rank in turn.
+     *   Every other rank receives it from the root.
+     */
+    XT_TODO("the root sends buf to each other rank in turn.", buf, count, dt, root, comm);
+}
+
+void bcast_binomial(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
+{
+    /*
+     * TODO: a binomial tree rooted at root.
+     *   Renumber the ranks relative to the root: v = (rank - root) mod np.
+     *   Receive from v - lowbit(v), then send to v + m for each power of two
+     *   m below lowbit(v) (the root: below np), largest m first, while v + m < np.
+     */
+    XT_TODO("a binomial tree rooted at root.", buf, count, dt, root, comm);
+}
+
+static void run_case(xt_case *c)
+{
+    xt_array x = xt_case_input(c, "x");
+    int root = (int)xt_case_int(c, "root");
+    if (xt_case_is(c, "bcast_linear"))
+        bcast_linear(x.data, (int)x.count, xt_dtype_mpi(x.dtype), root, xt_case_comm(c));
+    else
+        bcast_binomial(x.data, (int)x.count, xt_dtype_mpi(x.dtype), root, xt_case_comm(c));
+    xt_case_output(c, "x", x.data, x.dtype, x.count);
+}
+
+/* The last rank broadcasts 10 20 30 40; the others start with their own rank. */
+static void demo(MPI_Comm comm)
+{
+    int rank, np;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    int root = (int)xt_arg_int("root", np - 1);
+    int buf[4];
+    for (int i = 0; i < 4; i++)
+        buf[i] = rank == root ? 10 * (i + 1) : rank;
+    xt_print_buffer_ordered(comm, "before:          ", buf, 4, MPI_INT);
+    bcast_binomial(buf, 4, MPI_INT, root, comm);
+    xt_print_buffer_ordered(comm, "bcast_binomial:  ", buf, 4, MPI_INT);
+    for (int i = 0; i < 4; i++)
+        buf[i] = rank == root ? 100 * (i + 1) : rank;
+    bcast_linear(buf, 4, MPI_INT, root, comm);
+    xt_print_buffer_ordered(comm, "bcast_linear:    ", buf, 4, MPI_INT);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}

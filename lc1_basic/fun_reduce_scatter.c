@@ -1,0 +1,79 @@
+/*
+ * fun_reduce_scatter.c: ring reduce-scatter with uneven blocks.
+ * docs/lc1_basic.md#fun_reduce_scatter
+ *
+ * Every rank holds the whole vector, cut into np blocks: block i has
+ * recvcounts[i] elements (any of them may be 0). Afterwards rank i holds
+ * block i reduced over all ranks (sum, max, ... any commutative op).
+ *
+ * Around the ring r -> r+1, in np-1 steps: at step s, rank r sends its
+ * partial block (r-s-1) to the right and receives partial block (r-s-2) from
+ * the left, folding its own contribution into it. A block picks up one more
+ * contribution per hop and, after np-1 hops, arrives complete at its owner.
+ *
+ *     np = 3, x_r = rank r's block, step 0 then step 1:
+ *       r0 sends x2 to r1        r0 sends (x1+x2)   ... r0 ends with x0+x1+x2
+ *       r1 sends x0 to r2        r1 sends (x2+x0)   ... r1 ends with x1+x2+x0
+ *       r2 sends x1 to r0        r2 sends (x0+x1)   ... r2 ends with x2+x0+x1
+ *
+ * Cost: np-1 messages per rank; rank r sends every block except its own,
+ * (N - recvcounts[r]) elements for N in all, about N (np-1)/np: the minimum
+ * any reduce-scatter must move.
+ */
+#include "xt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void reduce_scatter_ring(const void *send, void *recv, const int *recvcounts, MPI_Datatype dt,
+                         MPI_Op op, MPI_Comm comm)
+{
+    /*
+     * TODO: ring reduce-scatter of np uneven blocks.
+     *   Step s = 0 .. np-2: send partial block (r-s-1) to the right, receive
+     *   partial block (r-s-2) from the left and fold in your own part of it.
+     *   Block i starts at element recvcounts[0] + ... + recvcounts[i-1]. Work in
+     *   a scratch copy: `send` is const and must stay unchanged. Fold a received
+     *   block into yours with MPI_Reduce_local, and copy block `rank` into
+     *   `recv` at the end (exactly recvcounts[rank] elements).
+     */
+    XT_TODO("ring reduce-scatter of np uneven blocks.", send, recv, recvcounts, dt, op, comm);
+}
+
+static void run_case(xt_case *c)
+{
+    xt_array x = xt_case_input_const(c, "x");
+    xt_array counts = xt_case_input(c, "recvcounts");
+    int rank;
+    MPI_Comm_rank(xt_case_comm(c), &rank);
+    const int *recvcounts = counts.data;
+    void *y = xt_case_alloc(c, "recv", recvcounts[rank], x.dtype);
+    reduce_scatter_ring(x.data, y, recvcounts, xt_dtype_mpi(x.dtype), xt_case_op(c),
+                        xt_case_comm(c));
+    xt_case_output(c, "y", y, x.dtype, recvcounts[rank]);
+}
+
+/* Rank r holds 100 r + i at element i; block i has i + 1 elements; sum. */
+static void demo(MPI_Comm comm)
+{
+    int rank, np;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    int *counts = xt_malloc(sizeof(int) * (size_t)np), total = 0;
+    for (int i = 0; i < np; i++)
+        total += counts[i] = i + 1;
+    int *x = xt_malloc(sizeof(int) * (size_t)total), *y = xt_malloc(sizeof(int) * (size_t)np);
+    for (int i = 0; i < total; i++)
+        x[i] = 100 * rank + i;
+    xt_print_buffer_ordered(comm, "send: ", x, total, MPI_INT);
+    reduce_scatter_ring(x, y, counts, MPI_INT, MPI_SUM, comm);
+    xt_print_buffer_ordered(comm, "recv: ", y, counts[rank], MPI_INT);
+    free(x);
+    free(y);
+    free(counts);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}

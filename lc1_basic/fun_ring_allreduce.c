@@ -1,0 +1,71 @@
+/*
+ * fun_ring_allreduce.c: ring all-reduce, the algorithm behind data-parallel training.
+ * docs/lc1_basic.md#fun_ring_allreduce
+ *
+ * In place: afterwards every rank's `buf` holds the element-wise reduction of
+ * all ranks' buffers. Cut the buffer into np chunks (the first count % np of
+ * them one element longer) and go around the ring r -> r+1 twice:
+ *
+ *   reduce-scatter, np-1 steps: at step s rank r sends chunk (r-s) and folds
+ *     the chunk (r-s-1) it receives into its own; each chunk gathers one more
+ *     contribution per hop, and rank r ends owning the full chunk (r+1).
+ *   all-gather, np-1 steps: the full chunks travel once around the ring; at
+ *     step s rank r sends chunk (r+1-s) and stores the chunk (r-s) it receives.
+ *
+ *     np = 3, chunks a b c, rank r's part of chunk a written a_r:
+ *             r0              r1              r2
+ *     start   a0 b0 c0        a1 b1 c1        a2 b2 c2
+ *     RS s=0  sends a0        sends b1        sends c2       (to the right)
+ *             c: c0+c2        a: a1+a0        b: b2+b1
+ *     RS s=1  sends c02       sends a01       sends b12
+ *             b: b0+b12=B     c: c1+c02=C     a: a2+a01=A    (owned, full)
+ *     AG      B, then C, then A passed along until every rank has A B C.
+ *
+ * Cost: 2(np-1) messages per rank of about count/np elements each, so every
+ * rank sends 2 (np-1)/np count elements: about twice the buffer, whatever np
+ * is. Latency grows with np, bandwidth does not.
+ */
+#include "xt.h"
+
+#include <stdlib.h>
+
+void ring_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+    /*
+     * TODO: ring reduce-scatter, then ring all-gather.
+     *   Use MPI_Sendrecv for each step and MPI_Reduce_local to combine.
+     *   Chunk i starts at i * (count / np) + min(i, count % np) and is one
+     *   element longer than count / np when i < count % np. Receive into a
+     *   scratch buffer of the longest chunk. Any count, any np, including
+     *   count < np (some chunks are empty) and np = 1.
+     */
+    XT_TODO("ring reduce-scatter, then ring all-gather.", buf, count, dt, op, comm);
+}
+
+static void run_case(xt_case *c)
+{
+    xt_array x = xt_case_input(c, "x");
+    ring_allreduce(x.data, (int)x.count, xt_dtype_mpi(x.dtype), xt_case_op(c), xt_case_comm(c));
+    xt_case_output(c, "x", x.data, x.dtype, x.count);
+}
+
+/* Rank r holds 10 r + i at element i; all-reduce with sum. */
+static void demo(MPI_Comm comm)
+{
+    int rank, np;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    int count = (int)xt_arg_int("count", 2 * np + 1);
+    int *x = xt_malloc(sizeof(int) * (size_t)count);
+    for (int i = 0; i < count; i++)
+        x[i] = 10 * rank + i;
+    xt_print_buffer_ordered(comm, "before: ", x, count, MPI_INT);
+    ring_allreduce(x, count, MPI_INT, MPI_SUM, comm);
+    xt_print_buffer_ordered(comm, "after:  ", x, count, MPI_INT);
+    free(x);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}

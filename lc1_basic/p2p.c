@@ -1,0 +1,55 @@
+/*
+ * p2p.c: blocking point-to-point messages, passed down a chain.
+ * docs/lc1_basic.md#p2p
+ *
+ * Rank 0 sends its buffer to rank 1. Every other rank receives from the rank
+ * before it, doubles every element and, unless it is the last, sends the
+ * result on. Rank k ends up holding x * 2^k, where x is rank 0's buffer.
+ *
+ *     r0 ---x---> r1 ---2x---> r2 ---4x---> r3
+ *
+ * MPI_Send(buf, count, type, dest, tag, comm) returns once `buf` may be
+ * reused; MPI_Recv(buf, count, type, src, tag, comm, status) returns once
+ * the message is in `buf`. A receive matches a send by communicator, source
+ * and tag, and `count` is the most it accepts, not what must arrive.
+ *
+ * Cost: np-1 messages of count floats, one after the other, so the chain
+ * takes (np-1)(alpha + 4 count beta): latency alpha per hop, beta per byte.
+ */
+#include "xt.h"
+
+void chain_pass(float *buf, int count, MPI_Comm comm)
+{
+    /*
+     * TODO: receive from rank-1, double every element, send to rank+1.
+     *   Rank 0 only sends; the last rank only receives and doubles.
+     *   Use MPI_Comm_rank / MPI_Comm_size on `comm` (never MPI_COMM_WORLD),
+     *   MPI_Recv and MPI_Send with MPI_FLOAT. With one rank there is nothing to do.
+     */
+    XT_TODO("receive from rank-1, double every element, send to rank+1.", buf, count, comm);
+}
+
+static void run_case(xt_case *c)
+{
+    xt_array x = xt_case_input(c, "x");
+    chain_pass(x.data, (int)x.count, xt_case_comm(c));
+    xt_case_output(c, "x", x.data, XT_F32, x.count);
+}
+
+/* Rank 0 starts with 1 2 3 4; the others start with -1s that must be overwritten. */
+static void demo(MPI_Comm comm)
+{
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    float buf[4];
+    for (int i = 0; i < 4; i++)
+        buf[i] = rank == 0 ? (float)(i + 1) : -1.0f;
+    xt_print_buffer_ordered(comm, "before: ", buf, 4, MPI_FLOAT);
+    chain_pass(buf, 4, comm);
+    xt_print_buffer_ordered(comm, "after:  ", buf, 4, MPI_FLOAT);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}

@@ -1,0 +1,72 @@
+/*
+ * p2p_ring.c: shift a buffer one step around a ring, without deadlock.
+ * docs/lc1_basic.md#p2p_ring
+ *
+ * Every rank sends `count` floats to its right neighbour (rank+1 mod np) and
+ * receives as many from its left neighbour (rank-1 mod np):
+ *
+ *        +--> r0 --> r1 --> r2 --> r3 --+
+ *        +------------------------------+
+ *
+ * If every rank calls MPI_Send first, every rank waits for a receive that no
+ * one has posted yet: a cycle of waits, a deadlock. (MPI may buffer small
+ * messages and hide it; the grader's strict send mode never buffers.)
+ * Two ways out:
+ *   ring_shift          even ranks send then receive, odd ranks receive then
+ *                       send, so every cycle of waits is broken;
+ *   ring_shift_sendrecv MPI_Sendrecv posts both halves at once and lets MPI
+ *                       order them.
+ *
+ * Cost: one message of 4 count bytes per rank, all in parallel: alpha + 4 count beta
+ * with MPI_Sendrecv, up to twice that with the even/odd order (two phases).
+ */
+#include "xt.h"
+
+#include <string.h>
+
+void ring_shift(const float *send, float *recv, int count, MPI_Comm comm)
+{
+    /*
+     * TODO: blocking send right, receive left; even ranks send first.
+     *   Odd ranks receive first, then send. With np = 1 the rank is its own neighbour:
+     *   a blocking send to itself would wait forever, so copy instead.
+     */
+    XT_TODO("blocking send right, receive left; even ranks send first.", send, recv, count, comm);
+}
+
+void ring_shift_sendrecv(const float *send, float *recv, int count, MPI_Comm comm)
+{
+    /*
+     * TODO: one MPI_Sendrecv: send right, receive from the left.
+     */
+    XT_TODO("one MPI_Sendrecv: send right, receive from the left.", send, recv, count, comm);
+}
+
+static void run_case(xt_case *c)
+{
+    xt_array x = xt_case_input_const(c, "x");
+    float *y = xt_case_alloc(c, "recv", x.count, XT_F32);
+    if (xt_case_is(c, "ring_shift"))
+        ring_shift(x.data, y, (int)x.count, xt_case_comm(c));
+    else
+        ring_shift_sendrecv(x.data, y, (int)x.count, xt_case_comm(c));
+    xt_case_output(c, "y", y, XT_F32, x.count);
+}
+
+/* Each rank sends three copies of its own rank number. */
+static void demo(MPI_Comm comm)
+{
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    float send[3] = {(float)rank, (float)rank, (float)rank}, recv[3] = {-1, -1, -1};
+    xt_print_buffer_ordered(comm, "send:                  ", send, 3, MPI_FLOAT);
+    ring_shift(send, recv, 3, comm);
+    xt_print_buffer_ordered(comm, "ring_shift received:   ", recv, 3, MPI_FLOAT);
+    ring_shift_sendrecv(send, recv, 3, comm);
+    xt_print_buffer_ordered(comm, "with MPI_Sendrecv:     ", recv, 3, MPI_FLOAT);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
