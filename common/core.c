@@ -172,7 +172,7 @@ static void on_mpi_error(MPI_Comm *comm, int *code, ...)
     PMPI_Error_string(*code, err, &len);
     char where[512];
     int in_mpi = 0;
-    xti_describe_call(where, sizeof where, xti_now(), &in_mpi);
+    xti_describe_call(where, sizeof where, xti_now(), 0, &in_mpi);
     char msg[1024];
     snprintf(msg, sizeof msg, "MPI error in %s: %s", where, err);
     fprintf(stderr, "[xt] rank %d CRASH %s\n", xti.rank, msg);

@@ -630,7 +630,7 @@ static void fmt_tag(char *out, size_t cap, int tag)
         snprintf(out, cap, "tag %d", tag);
 }
 
-void xti_describe_call(char *out, size_t cap, double now, int *in_mpi)
+void xti_describe_call(char *out, size_t cap, double now, int with_time, int *in_mpi)
 {
     /* A consistent copy of `call` (the main thread may be writing it). */
     call_state c;
@@ -693,7 +693,10 @@ void xti_describe_call(char *out, size_t cap, double now, int *in_mpi)
         snprintf(args, sizeof args, "%ld B, %d ranks", c.bytes, c.comm_np);
     }
     const char *on = c.comm == 'w' ? " on MPI_COMM_WORLD" : c.comm == 's' ? " on MPI_COMM_SELF" : "";
-    snprintf(out, cap, "%s(%s)%s for %.1f s", name, args, on, now - c.since);
+    if (with_time)
+        snprintf(out, cap, "%s(%s)%s for %.1f s", name, args, on, now - c.since);
+    else
+        snprintf(out, cap, "%s(%s)%s", name, args, on);
 }
 
 const char *xti_current_call_name(void)

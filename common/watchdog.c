@@ -55,7 +55,7 @@ static void report_and_exit(void)
         snprintf(what, sizeof what, "finished; waiting for the other ranks to finish");
         break;
     default:
-        xti_describe_call(what, sizeof what, now, &in_mpi);
+        xti_describe_call(what, sizeof what, now, 1, &in_mpi);
         state = in_mpi ? "mpi" : "compute";
         break;
     }

@@ -70,8 +70,8 @@ void xti_case_stats_write(const char *path, double seconds);
 void xti_note(const char *kind, const char *fmt, ...) XT_PRINTF(2, 3);
 /* Reports requests the case started and never completed, as RULE notes. */
 void xti_check_pending_requests(void);
-/* One line describing this rank's current MPI call (for the watchdog). */
-void xti_describe_call(char *out, size_t cap, double now, int *in_mpi);
+/* One line describing this rank's current MPI call; with_time adds "for N s". */
+void xti_describe_call(char *out, size_t cap, double now, int with_time, int *in_mpi);
 /* Name of the MPI call in progress or "" (for crash reports; signal-safe). */
 const char *xti_current_call_name(void);
 

@@ -228,14 +228,14 @@ def short_backtrace(lines, binary, source):
         m = re.match(r"(.*)\((\w*)\+(0x[0-9a-f]+)\)", line)
         if not m or os.path.basename(m.group(1)) != os.path.basename(binary):
             continue
-        func, where = where_in_source(binary, m.group(2), m.group(3))
-        if where.startswith(source + ":"):
-            frames.append(f"{func}() at {where}")
+        for func, where in where_in_source(binary, m.group(2), m.group(3)):
+            if where.startswith(source + ":"):
+                frames.append(f"{func}() at {where}")
     return frames
 
 
 def where_in_source(binary, func, off):
-    """(function, file:line) of func+off in binary, through nm and addr2line."""
+    """[(function, file:line)] for func+off in binary, inlined callers included."""
     try:
         base = 0
         if func:
@@ -246,20 +246,21 @@ def where_in_source(binary, func, off):
                     base = int(p[0], 16)
                     break
             else:
-                return func, ""
+                return []
         addr = base + int(off, 16) - 1  # a return address points just after its call
-        out = subprocess.run(["addr2line", "-f", "-e", binary, hex(addr)], capture_output=True,
-                             text=True, timeout=10).stdout.split("\n")
-        name = out[0].strip() if out and out[0].strip() != "??" else func
-        loc = out[1].strip() if len(out) > 1 else ""
-        if loc and not loc.startswith("??"):
+        out = subprocess.run(["addr2line", "-f", "-i", "-e", binary, hex(addr)],
+                             capture_output=True, text=True, timeout=10).stdout.splitlines()
+        root = os.getcwd() + os.sep
+        pairs = []
+        for name, loc in zip(out[0::2], out[1::2]):
+            if loc.startswith("??"):
+                continue
             path, _, line = loc.partition(":")
-            root = os.getcwd() + os.sep
             path = path[len(root):] if path.startswith(root) else path
-            return name, f"{path}:{line.split()[0]}"
-        return name, ""
+            pairs.append((name.strip(), f"{path}:{line.split()[0]}"))
+        return pairs
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
-        return func, ""
+        return []
 
 
 # ---------------------------------------------------------------------- launch
@@ -456,7 +457,7 @@ class Runner:
             return Failure("CRASH", case, lines)
         hang = [s for s in mine if s.kind == "HANG"]
         if hang:
-            return self.deadlock(case, hang)
+            return self.deadlock(case, hang, (case and case.test.watchdog) or self.watchdog)
         if res.timed_out:
             return Failure("TIMEOUT", case, [f"{label}: the run did not finish within "
                                              f"{res.seconds:.0f} s and no rank reported why"])
@@ -464,7 +465,7 @@ class Runner:
                                        f"{res.returncode}) without a report"]
                        + mpirun_reason(res.output))
 
-    def deadlock(self, case, hang):
+    def deadlock(self, case, hang, limit):
         # Group whose ranks are still inside the function: the one that hangs.
         by_group = {}
         for s in hang:
@@ -475,9 +476,11 @@ class Runner:
         group = min(stuck) if stuck else (min(by_group) if by_group else None)
         ranks = sorted(by_group.get(group, hang), key=lambda s: s.rank)
         in_mpi = any(s.text.startswith("mpi:") for s in ranks)
-        limit = re.search(r"for ([0-9.]+) s", " ".join(s.text for s in ranks))
         label = case.label if case else "start-up"
-        head = f"{label}: no progress" + (f" for {limit.group(1)} s" if limit else "")
+        if in_mpi:
+            head = f"{label}: no progress for {limit:g} s; the ranks were blocked in:"
+        else:
+            head = f"{label}: still running after {limit:g} s, no rank inside MPI:"
         lines = [head]
         for s in ranks:
             state, _, what = s.text.partition(": ")
@@ -556,6 +559,7 @@ def build(binaries, jobs=2):
 
 
 def build_errors(text, limit=12):
+    """The compiler's messages from the first error on."""
     lines = [ln for ln in text.splitlines() if ln.strip()]
-    first = next((i for i, ln in enumerate(lines) if "error" in ln), 0)
+    first = next((i for i, ln in enumerate(lines) if re.search(r"\berror\b:|: error", ln)), 0)
     return lines[first:first + limit]

@@ -1,0 +1,59 @@
+/*
+ * test_cases.c: case mode, checked by the self-test. Each case's fn says what
+ * the "exercise" does:
+ *   copy       output y = input x, plus its group rank and size
+ *   overrun    writes one element past the end of its output buffer
+ *   underrun   writes one element before its start
+ *   modify     changes its const input
+ *   pending    rank 0 starts a send to rank 1 and never waits for it
+ *   world      all-reduces its rank over MPI_COMM_WORLD instead of its comm
+ *   note       leaves a remark for the grader
+ */
+#include "xt.h"
+
+#include <string.h>
+
+static void run_case(xt_case *c)
+{
+    MPI_Comm comm = xt_case_comm(c);
+    int rank, np;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    xt_array x = xt_case_input_const(c, "x");
+    float *y = xt_case_alloc(c, "y", x.count, XT_F32);
+    memcpy(y, x.data, sizeof(float) * (size_t)x.count);
+    if (xt_case_is(c, "overrun"))
+        y[x.count] = 1.0f;
+    if (xt_case_is(c, "underrun"))
+        y[-1] = 1.0f;
+    if (xt_case_is(c, "modify"))
+        ((float *)x.data)[1] += 1.0f;
+    if (xt_case_is(c, "pending") && np > 1) {
+        int v = 1;
+        if (rank == 0) {
+            MPI_Request r;
+            MPI_Isend(&v, 1, MPI_INT, 1, 0, comm, &r);
+        } else if (rank == 1) {
+            MPI_Recv(&v, 1, MPI_INT, 0, 0, comm, MPI_STATUS_IGNORE);
+        }
+    }
+    if (xt_case_is(c, "world")) {
+        int me = rank, sum = 0;
+        MPI_Allreduce(&me, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    if (xt_case_is(c, "note"))
+        xt_case_note(c, "returned %d, expected %d", 3, 4);
+    int32_t who[2] = {rank, np};
+    xt_case_output(c, "y", y, XT_F32, x.count);
+    xt_case_output(c, "who", who, XT_I32, 2);
+}
+
+static void demo(MPI_Comm comm)
+{
+    xt_printf_ordered(comm, "case-mode test program; run it with --cases DIR");
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}

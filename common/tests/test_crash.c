@@ -1,0 +1,32 @@
+/*
+ * test_crash.c: the ways a rank dies, each of which libxt must name.
+ *   --mode segv     rank 1 writes through a NULL pointer in crash_here()
+ *   --mode mpierr   rank 0 sends to rank 99, which does not exist
+ *   --mode abort    rank 1 calls MPI_Abort(comm, 7)
+ */
+#include "xt.h"
+
+#include <string.h>
+
+void crash_here(int *p);
+void crash_here(int *p)
+{
+    p[1] = 42;
+}
+
+int main(int argc, char **argv)
+{
+    xt_init(&argc, &argv);
+    const char *mode = xt_arg_str("mode", "segv");
+    int rank = xt_rank(), x = 1;
+    volatile int *nowhere = NULL;
+    if (strcmp(mode, "segv") == 0 && rank == 1)
+        crash_here((int *)nowhere);
+    if (strcmp(mode, "mpierr") == 0 && rank == 0)
+        MPI_Send(&x, 1, MPI_INT, 99, 0, MPI_COMM_WORLD);
+    if (strcmp(mode, "abort") == 0 && rank == 1)
+        MPI_Abort(MPI_COMM_WORLD, 7);
+    MPI_Barrier(MPI_COMM_WORLD);
+    xt_finalize();
+    return 0;
+}

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Mutants: plausible wrong solutions that the grader must catch.
+
+Each grader/mutants/<lecture>/<name>.patch is a unified diff against a file
+of solutions/, after a header that says what the mutant is and how it must
+be caught:
+
+    # Ring all-reduce through rank 0, like a parameter server.
+    expect: RULE
+    test: ring_allreduce
+    detail: rank 0 sent \\d+ B
+
+The runner applies the patch to a copy under build/mutants/<name>/, grades
+that tree (only the mutated exercise), and checks that the test `test` got
+the verdict `expect` with a report matching the regular expression `detail`.
+
+    grader/mutants.py                 run them all
+    grader/mutants.py NAME ...        run some (substring match)
+"""
+
+import argparse
+import dataclasses
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+class PatchError(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class Mutant:
+    name: str
+    lecture: str
+    path: str
+    about: str
+    expect: str
+    test: str
+    detail: str
+    target: str  # solutions/... the patch applies to
+    hunks: list
+
+
+def parse(path):
+    with open(path) as f:
+        lines = f.read().split("\n")
+    meta, about, i = {}, [], 0
+    while i < len(lines) and not lines[i].startswith("--- "):
+        line = lines[i]
+        if line.startswith("#"):
+            about.append(line.lstrip("# ").strip())
+        elif ":" in line:
+            key, _, val = line.partition(":")
+            meta[key.strip()] = val.strip()
+        i += 1
+    if i + 1 >= len(lines) or not lines[i + 1].startswith("+++ "):
+        raise PatchError(f"{path}: no unified diff (--- / +++ lines) after the header")
+    target = lines[i + 1][4:].split("\t")[0].strip()
+    target = target[2:] if target.startswith("b/") else target
+    hunks, cur = [], None
+    for line in lines[i + 2:]:
+        m = re.match(r"@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@", line)
+        if m:
+            cur = {"start": int(m.group(1)), "old": [], "new": []}
+            hunks.append(cur)
+        elif cur is not None and line[:1] in (" ", "-", "+"):
+            if line[0] in " -":
+                cur["old"].append(line[1:])
+            if line[0] in " +":
+                cur["new"].append(line[1:])
+        elif cur is not None and line == "":
+            continue
+        elif line.startswith("\\"):
+            continue
+    for key in ("expect", "test", "detail"):
+        if key not in meta:
+            raise PatchError(f"{path}: the header has no '{key}:' line")
+    name = os.path.splitext(os.path.basename(path))[0]
+    lecture = os.path.basename(os.path.dirname(path))
+    return Mutant(name, lecture, path, " ".join(about), meta["expect"], meta["test"],
+                  meta["detail"], target, hunks)
+
+
+def apply(text, hunks):
+    """Applies hunks exactly (context must match, at its line or nearby)."""
+    lines = text.split("\n")
+    offset = 0
+    for h in hunks:
+        want = h["start"] - 1 + offset
+        old = h["old"]
+        for delta in sorted(range(-60, 61), key=abs):
+            at = want + delta
+            if 0 <= at and lines[at:at + len(old)] == old:
+                break
+        else:
+            raise PatchError(f"a hunk at line {h['start']} does not match the solution any "
+                             f"more: update the patch")
+        lines[at:at + len(old)] = h["new"]
+        offset += len(h["new"]) - len(old)
+    return "\n".join(lines)
+
+
+def mutants(filters=()):
+    paths = sorted(glob.glob(os.path.join(HERE, "mutants", "*", "*.patch")))
+    out = []
+    for p in paths:
+        name = os.path.splitext(os.path.basename(p))[0]
+        if filters and not any(f in name for f in filters):
+            continue
+        out.append(p)
+    return out
+
+
+@dataclasses.dataclass
+class Outcome:
+    name: str
+    ok: bool
+    summary: str
+    details: list
+    seconds: float
+    about: str = ""
+
+
+# Mutants that hang are caught sooner with a shorter watchdog; correct cases
+# take milliseconds, so 5 s leaves a wide margin.
+MUTANT_WATCHDOG = 5
+
+
+def run_one(path, seed, python):
+    start = time.monotonic()
+    name = os.path.splitext(os.path.basename(path))[0]
+    try:
+        m = parse(path)
+        with open(os.path.join(ROOT, m.target)) as f:
+            text = apply(f.read(), m.hunks)
+    except (PatchError, OSError) as e:
+        return Outcome(name, False, f"cannot apply: {e}", [], time.monotonic() - start)
+    # The mutant tree: build/mutants/<name>/<lecture>/<exercise>.c
+    rel = os.path.relpath(m.target, "solutions")
+    tree = os.path.join("build", "mutants", m.name)
+    dest = os.path.join(ROOT, tree, rel)
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    old = open(dest).read() if os.path.exists(dest) else None
+    if old != text:
+        with open(dest, "w") as f:
+            f.write(text)
+    exercise = os.path.splitext(os.path.basename(rel))[0]
+    report = os.path.join(ROOT, tree, "grade.json")
+    cmd = [python, os.path.join(HERE, "grade.py"), "--lc", m.lecture, "--tree", tree,
+           "--ex", exercise, "--seed", str(seed), "--json", report, "--quiet",
+           "--watchdog", str(MUTANT_WATCHDOG)]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    seconds = time.monotonic() - start
+    try:
+        with open(report) as f:
+            data = json.load(f)
+        os.remove(report)
+    except (OSError, ValueError):
+        return Outcome(name, False, "the grader wrote no report", (res.stdout + res.stderr)
+                       .splitlines()[-15:], seconds, m.about)
+    tests = [t for lec in data["lectures"] for t in lec["tests"] if t["test"] == m.test]
+    if not tests:
+        return Outcome(name, False, f"no test named {m.test}", [], seconds, m.about)
+    t = tests[0]
+    text = "\n".join(t["details"])
+    if t["verdict"] != m.expect:
+        return Outcome(name, False, f"expected {m.expect}, got {t['verdict']}", t["details"],
+                       seconds, m.about)
+    if not re.search(m.detail, text):
+        return Outcome(name, False, f"{m.expect} as expected, but the report does not match "
+                                    f"/{m.detail}/", t["details"], seconds, m.about)
+    return Outcome(name, True, f"{m.expect}: {t['details'][0] if t['details'] else ''}",
+                   t["details"], seconds, m.about)
+
+
+def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
+    seed = seed if seed is not None else int(time.time()) % 10**8
+    paths = mutants(filters)
+    # libxt first, once: parallel grades must not both rebuild it.
+    subprocess.run(["make", "-s", "--no-print-directory", "build/common/libxt.a"], cwd=ROOT,
+                   check=False)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for outcome in pool.map(lambda p: run_one(p, seed, python), paths):
+            yield outcome
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*")
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    os.chdir(ROOT)
+    failed = 0
+    for o in run_all(args.names, args.seed, args.jobs):
+        failed += not o.ok
+        print(f"{'ok  ' if o.ok else 'FAIL'}  {o.name:<36} {o.summary}"[:160])
+        if not o.ok or args.verbose:
+            for line in o.details:
+                print(f"        {line}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+#!/bin/sh
+# grader/setup.sh: checks what xtrain-c needs, installs what is missing where
+# it may, and prints the path of a python3 that imports NumPy.
+#
+#   grader/setup.sh           what `make grade` and `make demo` need
+#   grader/setup.sh --test    also what `make test` uses (clang, clang-format)
+#
+# Installing needs apt-get and root (or sudo without a password). Otherwise
+# it prints the one command that installs everything, and fails.
+# XT_NO_INSTALL=1 only checks. XT_PYTHON=/path/to/python3 picks the python.
+set -u
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+say() { printf '%s\n' "$*" >&2; }
+
+# A python3 that imports NumPy: pyenv or conda may put one without it first
+# on PATH, so try the system one and every python3.X too.
+find_python() {
+    for py in ${XT_PYTHON:-} python3 /usr/bin/python3 /usr/local/bin/python3 \
+              python3.13 python3.12 python3.11 python3.10 python3.9 python3.8; do
+        p=$(command -v "$py" 2>/dev/null) || continue
+        if "$p" -c 'import numpy, sys; sys.exit(0 if sys.version_info >= (3, 8) else 1)' \
+            >/dev/null 2>&1; then
+            printf '%s\n' "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+
+missing=""
+need() { # need COMMAND PACKAGE
+    command -v "$1" >/dev/null 2>&1 || missing="$missing $2"
+}
+
+check() {
+    missing=""
+    need make make
+    need cc gcc
+    need mpicc libopenmpi-dev
+    need mpirun openmpi-bin
+    need nm binutils
+    need addr2line binutils
+    find_python >/dev/null || missing="$missing python3-numpy"
+    if [ "$want_test" = 1 ]; then
+        need clang clang
+        need clang-format clang-format
+    fi
+    # One package once, in a stable order.
+    missing=$(printf '%s\n' $missing | sort -u | tr '\n' ' ' | sed 's/ *$//')
+}
+
+check
+if [ -n "$missing" ]; then
+    cmd="apt-get install -y --no-install-recommends $missing"
+    if [ "${XT_NO_INSTALL:-0}" != 1 ] && command -v apt-get >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ]; then
+            sudo=""
+        elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            sudo="sudo"
+        else
+            sudo="none"
+        fi
+        if [ "$sudo" != none ]; then
+            say "setup: installing $missing"
+            if ! { DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q \
+                     --no-install-recommends $missing >&2 ||
+                   { $sudo apt-get update -q >&2 &&
+                     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q \
+                       --no-install-recommends $missing >&2; }; }; then
+                say "setup: apt-get could not install: $missing"
+            fi
+            check
+        fi
+    fi
+fi
+if [ -n "$missing" ]; then
+    say "setup: missing packages: $missing"
+    say "install them with:"
+    say "    sudo apt-get install -y --no-install-recommends $missing"
+    exit 1
+fi
+find_python
