@@ -50,7 +50,8 @@ $(BUILD)/%: $(BUILD)/%.o $(LIBXT)
 
 CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null)))
 MPI_CFLAGS = $(shell $(MPICC) --showme:compile 2>/dev/null || $(MPICC) -show -c 2>/dev/null | tr ' ' '\n' | grep '^-I' | tr '\n' ' ')
-NVCC_FLAGS := -O2 -g -std=c++17 -Icommon -Xcompiler -Wall,-Wextra,-Werror -MMD -MP
+NVCC_FLAGS := -O2 -g -std=c++17 -Icommon -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX \
+              -Xcompiler -Wall,-Wextra,-Werror -MMD -MP
 LIBXT_CUDA := $(BUILD)/common/libxt_cuda.a
 CUDA_TESTS := $(patsubst %.cu,$(BUILD)/%,$(wildcard common/tests/*.cu))
 CUDA_PROGRAMS := $(patsubst %.cu,$(BUILD)/%,$(wildcard lc*/*.cu solutions/lc*/*.cu))

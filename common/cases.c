@@ -259,7 +259,8 @@ static void check_and_free_buffers(xt_case *c)
         long before = first_changed(g->block, pat, GUARD);
         long after = first_changed(g->block + GUARD + g->bytes, pat, GUARD);
         if (before >= 0)
-            xti_note("WRONG", "wrote before the start of '%s' (%ld x %s): byte %ld before it changed",
+            xti_note("WRONG",
+                     "wrote before the start of '%s' (%ld x %s): byte %ld before it changed",
                      g->name, g->count, xt_dtype_name(g->dtype), GUARD - before);
         if (after >= 0)
             xti_note("WRONG",
@@ -271,8 +272,8 @@ static void check_and_free_buffers(xt_case *c)
             long at = first_changed(g->block + GUARD, g->original, g->bytes);
             if (at >= 0)
                 xti_note("WRONG",
-                         "modified its input '%s' (a const argument): element [%ld] changed", g->name,
-                         at / (long)es);
+                         "modified its input '%s' (a const argument): element [%ld] changed",
+                         g->name, at / (long)es);
             free(g->original);
         }
         free(g->block);

@@ -269,7 +269,7 @@ static const char *find_arg(const char *name)
             return a + 3 + len;
         if (a[2 + len] == 0)
             return (i + 1 < xti.argc && strncmp(xti.argv[i + 1], "--", 2) != 0) ? xti.argv[i + 1]
-                                                                                 : "";
+                                                                                : "";
     }
     return NULL;
 }

@@ -18,12 +18,12 @@ static const struct {
     const char *descr; /* .npy descr */
     size_t size;
 } dtypes[XT_NDTYPES] = {
-    [XT_F32] = {"float32", "<f4", 4},  [XT_F64] = {"float64", "<f8", 8},
-    [XT_I8] = {"int8", "|i1", 1},      [XT_I16] = {"int16", "<i2", 2},
-    [XT_I32] = {"int32", "<i4", 4},    [XT_I64] = {"int64", "<i8", 8},
-    [XT_U8] = {"uint8", "|u1", 1},     [XT_U16] = {"uint16", "<u2", 2},
-    [XT_U32] = {"uint32", "<u4", 4},   [XT_U64] = {"uint64", "<u8", 8},
-    [XT_F16] = {"float16", "<f2", 2},  [XT_BF16] = {"bfloat16", "<u2", 2},
+    [XT_F32] = {"float32", "<f4", 4}, [XT_F64] = {"float64", "<f8", 8},
+    [XT_I8] = {"int8", "|i1", 1},     [XT_I16] = {"int16", "<i2", 2},
+    [XT_I32] = {"int32", "<i4", 4},   [XT_I64] = {"int64", "<i8", 8},
+    [XT_U8] = {"uint8", "|u1", 1},    [XT_U16] = {"uint16", "<u2", 2},
+    [XT_U32] = {"uint32", "<u4", 4},  [XT_U64] = {"uint64", "<u8", 8},
+    [XT_F16] = {"float16", "<f2", 2}, [XT_BF16] = {"bfloat16", "<u2", 2},
 };
 
 size_t xt_dtype_size(xt_dtype dt)
@@ -246,8 +246,8 @@ void xt_npy_write(const char *path, const void *data, xt_dtype dt, int ndim, con
     XT_CHECK((unsigned)dt < XT_NDTYPES, "xt_npy_write(%s): bad dtype %d", path, (int)dt);
     XT_CHECK(ndim >= 0 && ndim <= XT_NPY_MAXDIM, "xt_npy_write(%s): bad ndim %d", path, ndim);
     char dict[256];
-    size_t n = (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                                dtypes[dt].descr);
+    size_t n = (size_t)snprintf(
+        dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", dtypes[dt].descr);
     long count = 1;
     for (int i = 0; i < ndim; i++) {
         n += (size_t)snprintf(dict + n, sizeof dict - n, "%ld%s", shape[i],

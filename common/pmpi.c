@@ -470,8 +470,7 @@ static void show_pending(const MPI_Request *hs, int n)
         if (!r || !r->active)
             continue;
         if (call.n_pending < MAX_SHOWN)
-            call.shown[call.n_pending++] =
-                (pending){r->fn, r->dir, r->peer, r->tag, r->bytes};
+            call.shown[call.n_pending++] = (pending){r->fn, r->dir, r->peer, r->tag, r->bytes};
         else
             call.n_more++;
     }
@@ -486,11 +485,14 @@ void xti_check_pending_requests(void)
             continue;
         const char *what = r->dir == 'S' ? "to" : "from";
         if (r->dir == 'C')
-            xti_note("RULE", "%s was never completed: every nonblocking call needs its "
-                             "MPI_Wait/MPI_Test before the function returns", fn_name[r->fn]);
+            xti_note("RULE",
+                     "%s was never completed: every nonblocking call needs its "
+                     "MPI_Wait/MPI_Test before the function returns",
+                     fn_name[r->fn]);
         else
-            xti_note("RULE", "%s(%s %d, tag %d, %ld B) was never completed: every nonblocking "
-                             "call needs its MPI_Wait/MPI_Test before the function returns",
+            xti_note("RULE",
+                     "%s(%s %d, tag %d, %ld B) was never completed: every nonblocking "
+                     "call needs its MPI_Wait/MPI_Test before the function returns",
                      fn_name[r->fn], what, r->peer, r->tag, r->bytes);
     }
     /* Whatever is left belongs to a finished case. */
@@ -692,7 +694,9 @@ void xti_describe_call(char *out, size_t cap, double now, int with_time, int *in
     } else {
         snprintf(args, sizeof args, "%ld B, %d ranks", c.bytes, c.comm_np);
     }
-    const char *on = c.comm == 'w' ? " on MPI_COMM_WORLD" : c.comm == 's' ? " on MPI_COMM_SELF" : "";
+    const char *on = c.comm == 'w'   ? " on MPI_COMM_WORLD"
+                     : c.comm == 's' ? " on MPI_COMM_SELF"
+                                     : "";
     if (with_time)
         snprintf(out, cap, "%s(%s)%s for %.1f s", name, args, on, now - c.since);
     else
@@ -707,7 +711,7 @@ const char *xti_current_call_name(void)
 
 /* =================================================================== wrappers */
 
-#define FN(name) FN_##name
+#define FN(name)                   FN_##name
 #define STATUS_OR_LOCAL(st, local) ((st) == MPI_STATUS_IGNORE ? &(local) : (st))
 
 /* ---------------------------------------------------------- blocking sends */
@@ -728,7 +732,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
     {                                                                                              \
         long b = nbytes(count, dt);                                                                \
         if (enter(FN(MPI_##name), dest, tag, b, comm))                                             \
-            count_sent(FN(MPI_##name), dest, tag, b, comm_kind(comm));                            \
+            count_sent(FN(MPI_##name), dest, tag, b, comm_kind(comm));                             \
         return leave(PMPI_##name(buf, count, dt, dest, tag, comm));                                \
     }
 BLOCKING_SEND(Bsend)
@@ -962,8 +966,8 @@ static void save_reqs(saved_reqs *s, int n, const MPI_Request *hs, MPI_Status *u
 {
     s->hp = n <= STACK_REQS ? s->h : xt_malloc(sizeof(MPI_Request) * (size_t)n);
     s->sp = user_st != MPI_STATUSES_IGNORE ? user_st
-            : n <= STACK_REQS             ? s->st
-                                          : xt_malloc(sizeof(MPI_Status) * (size_t)n);
+            : n <= STACK_REQS              ? s->st
+                                           : xt_malloc(sizeof(MPI_Status) * (size_t)n);
     if (n > 0)
         memcpy(s->hp, hs, sizeof(MPI_Request) * (size_t)n);
 }
@@ -1177,8 +1181,8 @@ int MPI_Igather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Dat
                       req, rb, comm);
 }
 
-int MPI_Gatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[], const int displs[],
-                MPI_Datatype rt, int root, MPI_Comm comm)
+int MPI_Gatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[],
+                const int displs[], MPI_Datatype rt, int root, MPI_Comm comm)
 {
     long rb = is_root(root, comm) ? sum_counts(rcs, comm_size(comm), rt) : 0;
     coll(FN(MPI_Gatherv), nbytes(sc, st), rb, comm);
@@ -1207,8 +1211,8 @@ int MPI_Iscatter(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Da
 {
     long sb = is_root(root, comm) ? nbytes(sc, st) * comm_size(comm) : 0;
     int outer = coll(FN(MPI_Iscatter), sb, nbytes(rc, rt), comm);
-    return icoll_done(FN(MPI_Iscatter), outer,
-                      PMPI_Iscatter(s, sc, st, r, rc, rt, root, comm, req), req, sb, comm);
+    return icoll_done(FN(MPI_Iscatter), outer, PMPI_Iscatter(s, sc, st, r, rc, rt, root, comm, req),
+                      req, sb, comm);
 }
 
 int MPI_Scatterv(const void *s, const int scs[], const int displs[], MPI_Datatype st, void *r,
@@ -1297,8 +1301,8 @@ int MPI_Ialltoallv(const void *s, const int scs[], const int sd[], MPI_Datatype 
                       PMPI_Ialltoallv(s, scs, sd, st, r, rcs, rd, rt, comm, req), req, sb, comm);
 }
 
-int MPI_Alltoallw(const void *s, const int scs[], const int sd[], const MPI_Datatype sts[],
-                  void *r, const int rcs[], const int rd[], const MPI_Datatype rts[], MPI_Comm comm)
+int MPI_Alltoallw(const void *s, const int scs[], const int sd[], const MPI_Datatype sts[], void *r,
+                  const int rcs[], const int rd[], const MPI_Datatype rts[], MPI_Comm comm)
 {
     coll(FN(MPI_Alltoallw), 0, 0, comm);
     return leave(PMPI_Alltoallw(s, scs, sd, sts, r, rcs, rd, rts, comm));
@@ -1349,8 +1353,8 @@ int MPI_Reduce_scatter(const void *s, void *r, const int rcs[], MPI_Datatype dt,
                        MPI_Comm comm)
 {
     int np = comm_size(comm), me = comm_rank(comm);
-    coll(FN(MPI_Reduce_scatter), sum_counts(rcs, np, dt),
-         rcs && me >= 0 ? nbytes(rcs[me], dt) : 0, comm);
+    coll(FN(MPI_Reduce_scatter), sum_counts(rcs, np, dt), rcs && me >= 0 ? nbytes(rcs[me], dt) : 0,
+         comm);
     return leave(PMPI_Reduce_scatter(s, r, rcs, dt, op, comm));
 }
 
@@ -1399,8 +1403,8 @@ int MPI_Ireduce_scatter_block(const void *s, void *r, int n, MPI_Datatype dt, MP
 SCAN(Scan, Iscan)
 SCAN(Exscan, Iexscan)
 
-int MPI_Neighbor_allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc,
-                           MPI_Datatype rt, MPI_Comm comm)
+int MPI_Neighbor_allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                           MPI_Comm comm)
 {
     coll(FN(MPI_Neighbor_allgather), nbytes(sc, st), 0, comm);
     return leave(PMPI_Neighbor_allgather(s, sc, st, r, rc, rt, comm));
@@ -1437,17 +1441,16 @@ int MPI_Neighbor_alltoall(const void *s, int sc, MPI_Datatype st, void *r, int r
     return leave(PMPI_Neighbor_alltoall(s, sc, st, r, rc, rt, comm));
 }
 
-int MPI_Ineighbor_alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc,
-                           MPI_Datatype rt, MPI_Comm comm, MPI_Request *req)
+int MPI_Ineighbor_alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                           MPI_Comm comm, MPI_Request *req)
 {
     int outer = coll(FN(MPI_Ineighbor_alltoall), 0, 0, comm);
     return icoll_done(FN(MPI_Ineighbor_alltoall), outer,
                       PMPI_Ineighbor_alltoall(s, sc, st, r, rc, rt, comm, req), req, 0, comm);
 }
 
-int MPI_Neighbor_alltoallv(const void *s, const int scs[], const int sd[], MPI_Datatype st,
-                           void *r, const int rcs[], const int rd[], MPI_Datatype rt,
-                           MPI_Comm comm)
+int MPI_Neighbor_alltoallv(const void *s, const int scs[], const int sd[], MPI_Datatype st, void *r,
+                           const int rcs[], const int rd[], MPI_Datatype rt, MPI_Comm comm)
 {
     coll(FN(MPI_Neighbor_alltoallv), 0, 0, comm);
     return leave(PMPI_Neighbor_alltoallv(s, scs, sd, st, r, rcs, rd, rt, comm));

@@ -121,8 +121,8 @@ typedef enum {
 } xt_dtype;
 
 size_t xt_dtype_size(xt_dtype dt);
-const char *xt_dtype_name(xt_dtype dt); /* NumPy's name: "float32", "int64", ... */
-MPI_Datatype xt_dtype_mpi(xt_dtype dt); /* F16 and BF16 travel as MPI_UINT16_T */
+const char *xt_dtype_name(xt_dtype dt);                /* NumPy's name: "float32", "int64", ... */
+MPI_Datatype xt_dtype_mpi(xt_dtype dt);                /* F16 and BF16 travel as MPI_UINT16_T */
 int xt_dtype_from_mpi(MPI_Datatype mt, xt_dtype *out); /* 0 when mt has no xt_dtype */
 
 #define XT_NPY_MAXDIM 8
@@ -188,7 +188,7 @@ const char *xt_case_fn(const xt_case *c); /* the function under test */
 int xt_case_is(const xt_case *c, const char *fn);
 const char *xt_case_str(const xt_case *c, const char *key); /* dies if absent */
 long xt_case_int(const xt_case *c, const char *key);        /* dies if absent */
-MPI_Op xt_case_op(const xt_case *c);                         /* key "op": sum, max, ... */
+MPI_Op xt_case_op(const xt_case *c);                        /* key "op": sum, max, ... */
 
 /*
  * This rank's input `name`, in a buffer with guard bytes on both sides that

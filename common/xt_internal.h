@@ -41,13 +41,13 @@ typedef struct {
     int argc;
     char **argv;
     int mpi_ready;
-    const char *out_dir;   /* where files go: --cases or --out; NULL: nowhere */
-    int status_fd;         /* per-rank fault file in out_dir, -1 if none */
-    _Atomic int phase;     /* XTI_PHASE_* */
-    _Atomic int aborting;  /* set once this rank is ending the run */
-    int case_index;        /* -1 outside a case */
-    int case_group;        /* which copy of the case (sub-communicator) */
-    int case_rank;         /* rank inside the case communicator */
+    const char *out_dir;  /* where files go: --cases or --out; NULL: nowhere */
+    int status_fd;        /* per-rank fault file in out_dir, -1 if none */
+    _Atomic int phase;    /* XTI_PHASE_* */
+    _Atomic int aborting; /* set once this rank is ending the run */
+    int case_index;       /* -1 outside a case */
+    int case_group;       /* which copy of the case (sub-communicator) */
+    int case_rank;        /* rank inside the case communicator */
     int case_np;
     MPI_Comm case_comm;    /* MPI_COMM_NULL outside a case */
     double watchdog_limit; /* seconds; 0: off */

@@ -95,6 +95,17 @@ def read_record(path):
     return rec if rec.complete else None
 
 
+def read_record_table(path):
+    """The per-function table of a counters file written at finalize (mpi.r<rank>.txt)."""
+    table = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("C "):
+                _, fn, kind, *nums = line.split()
+                table[fn] = CallStats(kind, *map(int, nums))
+    return table
+
+
 @dataclasses.dataclass
 class StatusLine:
     kind: str

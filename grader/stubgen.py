@@ -135,8 +135,10 @@ def solutions():
 
 
 def significant(line):
+    """Code worth checking for leaks: not a comment, not a bare brace or keyword."""
     s = line.strip()
-    return len(s) >= 8 and re.search(r"[A-Za-z0-9]", s) and not s.startswith(("//", "/*", "*"))
+    comment = s.startswith(("//", "/*", "*/", "* ")) or s == "*"
+    return len(s) >= 8 and re.search(r"[A-Za-z0-9]", s) and not comment
 
 
 def leaks(solution_text, student_text, hidden):

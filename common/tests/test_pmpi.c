@@ -13,8 +13,8 @@ static int failures;
 static void expect(const char *fn, long calls, long msent, long mrecv, long bsent, long brecv)
 {
     xt_mpi_stats s = xt_mpi_stats_get(fn);
-    if (s.calls != calls || s.msgs_sent != msent || s.msgs_recv != mrecv ||
-        s.bytes_sent != bsent || s.bytes_recv != brecv) {
+    if (s.calls != calls || s.msgs_sent != msent || s.msgs_recv != mrecv || s.bytes_sent != bsent ||
+        s.bytes_recv != brecv) {
         printf("FAIL rank %d %s: calls %ld msgs %ld/%ld bytes %ld/%ld, expected %ld %ld/%ld "
                "%ld/%ld\n",
                xt_rank(), fn ? fn : "(all)", s.calls, s.msgs_sent, s.msgs_recv, s.bytes_sent,
@@ -35,10 +35,10 @@ int main(int argc, char **argv)
 
     xt_mpi_stats_reset();
     if (rank == 0) {
-        MPI_Send(ints, 10, MPI_INT, 1, 0, comm);                  /* 40 B */
-        MPI_Isend(dbl, 5, MPI_DOUBLE, 1, 1, comm, &req[0]);       /* 40 B */
+        MPI_Send(ints, 10, MPI_INT, 1, 0, comm);            /* 40 B */
+        MPI_Isend(dbl, 5, MPI_DOUBLE, 1, 1, comm, &req[0]); /* 40 B */
         MPI_Wait(&req[0], MPI_STATUS_IGNORE);
-        MPI_Send(ints, 3, MPI_INT, MPI_PROC_NULL, 0, comm);       /* nothing */
+        MPI_Send(ints, 3, MPI_INT, MPI_PROC_NULL, 0, comm); /* nothing */
     } else {
         MPI_Recv(ints, 20, MPI_INT, 0, 0, comm, MPI_STATUS_IGNORE); /* 40 B arrive */
         MPI_Irecv(dbl, 5, MPI_DOUBLE, 0, 1, comm, &req[0]);
@@ -65,7 +65,8 @@ int main(int argc, char **argv)
     expect("MPI_Allreduce", 1, 0, 0, 16, 16);
     expect("MPI_Reduce_local", 1, 0, 0, 0, 0);
     expect(NULL, 8, rank == 0 ? 3 : 1, rank == 0 ? 1 : 3,
-           rank == 0 ? 40 + 40 + 12 + 16 + 16 : 12 + 16, rank == 0 ? 12 + 16 : 40 + 40 + 12 + 16 + 16);
+           rank == 0 ? 40 + 40 + 12 + 16 + 16 : 12 + 16,
+           rank == 0 ? 12 + 16 : 40 + 40 + 12 + 16 + 16);
     printf(failures ? "pmpi rank %d: %d failures\n" : "pmpi rank %d: ok\n", rank, failures);
     xt_finalize();
     return failures ? 1 : 0;

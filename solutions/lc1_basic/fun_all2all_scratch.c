@@ -47,7 +47,8 @@ int alltoallv_scratch(const void *send, const int *sendcounts, MPI_Datatype dt, 
         MPI_Sendrecv(&sendcounts[to], 1, MPI_INT, to, 0, &recvcounts[from], 1, MPI_INT, from, 0,
                      comm, MPI_STATUS_IGNORE);
     }
-    int *sstart = xt_malloc(sizeof(int) * (size_t)np), *rstart = xt_malloc(sizeof(int) * (size_t)np);
+    int *sstart = xt_malloc(sizeof(int) * (size_t)np),
+        *rstart = xt_malloc(sizeof(int) * (size_t)np);
     int stotal = 0, rtotal = 0;
     for (int i = 0; i < np; i++) {
         sstart[i] = stotal;

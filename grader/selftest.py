@@ -1,0 +1,517 @@
+#!/usr/bin/env python3
+"""make test: the project's own test suite, and what CI runs.
+
+  1. build everything with -Wall -Wextra -Werror: gcc, clang, and nvcc where present
+  2. clang-format: every C file as .clang-format wants it
+  3. libxt: .npy round trip, PMPI counters, strict send, watchdog, TODO, crashes, case mode
+  4. the grader's own pieces: NumPy references, comparisons, the stub checker
+  5. stubs: the student tree is what solutions/ generates, with no solution text
+  6. solutions: full marks
+  7. student tree: every test TODO, none hanging or crashing
+  8. mutants: each caught with its expected verdict and report
+  9. no process left behind
+
+The last line is "N passed, N failed".
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import harness  # noqa: E402
+import launch  # noqa: E402
+import mutants  # noqa: E402
+import spec  # noqa: E402
+import stubgen  # noqa: E402
+
+WORK = os.path.join("build", "selftest")
+TESTS_BIN = os.path.join("build", "common", "tests")
+
+
+class Suite:
+    def __init__(self):
+        self.passed = self.failed = 0
+        self.failures = []
+
+    def section(self, title):
+        print(f"\n== {title}", flush=True)
+
+    def record(self, name, ok, details=(), note=""):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+            self.failures.append(name)
+        print(f"  {'ok  ' if ok else 'FAIL'}  {name}{('  ' + note) if note else ''}", flush=True)
+        if not ok:
+            for line in list(details)[:25]:
+                print(f"        {line}")
+
+    def skip(self, name, why):
+        print(f"  skip  {name}: {why}", flush=True)
+
+
+def sh(cmd, env=None, timeout=900):
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    return res.returncode, (res.stdout + res.stderr)
+
+
+def tail(text, n=20):
+    return text.strip().splitlines()[-n:]
+
+
+def mpirun(np_, argv, timeout=60):
+    cmd = launch.mpirun_command(np_, argv)
+    return launch.run(cmd, timeout=timeout)
+
+
+def status_lines(d):
+    return [ln for p in sorted(glob.glob(os.path.join(d, "status.r*.txt")))
+            for ln in open(p, errors="replace").read().splitlines()]
+
+
+def fresh(name):
+    d = os.path.join(WORK, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+# ------------------------------------------------------------------ 1. build
+
+def test_build(s, cuda):
+    s.section("build (-Wall -Wextra -Werror)")
+    rc, out = sh(["make", "-j2", "--no-print-directory", "all"])
+    s.record("gcc: libxt, its tests, student tree, solutions", rc == 0, tail(out))
+    if shutil.which("clang"):
+        env = dict(os.environ, OMPI_CC="clang", MPICH_CC="clang")
+        rc, out = sh(["make", "-j2", "--no-print-directory", "BUILD=build/clang", "all"], env=env)
+        s.record("clang: the same, warning-free", rc == 0, tail(out))
+    else:
+        s.record("clang: the same, warning-free", False,
+                 ["clang is not installed: sudo apt-get install -y clang"])
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                    if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if nvcc or cuda:
+        rc, out = sh(["make", "-j2", "--no-print-directory", "CUDA=1", f"NVCC={nvcc or 'nvcc'}",
+                      "cuda"])
+        s.record("nvcc: CUDA helpers and their test compile (CUDA=1)", rc == 0, tail(out))
+    else:
+        s.skip("nvcc: CUDA parts", "no nvcc on this machine")
+
+
+def test_format(s):
+    s.section("format")
+    files = sorted(glob.glob("common/*.[ch]") + glob.glob("common/*.cu") +
+                   glob.glob("common/tests/*.c") + glob.glob("common/tests/*.cu") +
+                   glob.glob("solutions/lc*/*.c") + glob.glob("solutions/lc*/*.cu") +
+                   glob.glob("lc*/*.c") + glob.glob("lc*/*.cu"))
+    if not shutil.which("clang-format"):
+        s.record("clang-format: every C and CUDA file", False,
+                 ["clang-format is not installed: sudo apt-get install -y clang-format"])
+        return
+    rc, out = sh(["clang-format", "--dry-run", "-Werror"] + files)
+    bad = sorted({ln.split(":")[0] for ln in out.splitlines() if ": error:" in ln})
+    s.record(f"clang-format: {len(files)} C and CUDA files as .clang-format wants them", rc == 0,
+             [f"{b} (make format fixes it)" for b in bad] or tail(out))
+
+
+# ------------------------------------------------------------------ 2. libxt
+
+NPY_DTYPES = ["float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+              "uint32", "uint64", "float16"]
+
+
+def test_npy(s):
+    d = fresh("npy")
+    for name in NPY_DTYPES:
+        dt = np.dtype(name)
+        base = np.arange(6) * 3 - (0 if dt.kind == "u" else 7)
+        np.save(os.path.join(d, f"in_{name}.npy"), base.astype(dt).reshape(2, 3))
+    r = mpirun(1, [os.path.join(TESTS_BIN, "test_npy"), "--dir", d])
+    problems = [] if r.returncode == 0 else tail(r.output)
+    for name in NPY_DTYPES:
+        a = np.load(os.path.join(d, f"in_{name}.npy"))
+        try:
+            b = np.load(os.path.join(d, f"out_{name}.npy"))
+        except (OSError, ValueError) as e:
+            problems.append(f"NumPy cannot read out_{name}.npy: {e}")
+            continue
+        if b.dtype != a.dtype or b.shape != a.shape or a.tobytes() != b.tobytes():
+            problems.append(f"out_{name}.npy: {b.dtype} {b.shape} differs from what NumPy wrote")
+    for fname, want in (("out_scalar.npy", np.float64(2.5)),
+                        ("out_empty.npy", np.zeros(0, np.float32)),
+                        ("out_seq.npy", np.arange(1000, dtype=np.int32))):
+        try:
+            got = np.load(os.path.join(d, fname))
+            if got.dtype != np.asarray(want).dtype or got.shape != np.shape(want) or \
+                    not np.array_equal(got, want):
+                problems.append(f"{fname}: {got.dtype} {got.shape}")
+        except (OSError, ValueError) as e:
+            problems.append(f"{fname}: {e}")
+    s.record(".npy: every dtype written by NumPy reads in C and back, shapes (2,3) () (0,)",
+             not problems, problems)
+
+
+def test_pmpi(s):
+    d = fresh("pmpi")
+    r = mpirun(2, [os.path.join(TESTS_BIN, "test_pmpi"), "--out", d])
+    ok = r.returncode == 0 and r.output.count(": ok") == 2
+    problems = [] if ok else tail(r.output)
+    rec = harness.read_record_table(os.path.join(d, "mpi.r0.txt")) if ok else {}
+    want = {"MPI_Send": (2, 1, 0, 40, 0), "MPI_Isend": (1, 1, 0, 40, 0),
+            "MPI_Sendrecv": (1, 1, 1, 12, 12), "MPI_Allreduce": (1, 0, 0, 16, 16)}
+    for fn, nums in want.items():
+        got = rec.get(fn)
+        if ok and (got is None or (got.calls, got.msgs_sent, got.msgs_recv, got.bytes_sent,
+                                   got.bytes_recv) != nums):
+            problems.append(f"mpi.r0.txt {fn}: {got} expected {nums}")
+    s.record("PMPI counters: calls, messages and bytes per function, PROC_NULL excluded, "
+             "written at finalize", not problems, problems)
+
+
+def test_strict(s):
+    exe = os.path.join(TESTS_BIN, "test_strict")
+    r = mpirun(2, [exe, "--no-strict"])
+    s.record("strict send off: the unsafe exchange completes through MPI's buffering",
+             r.returncode == 0 and r.output.count("exchange completed") == 2, tail(r.output))
+    d = fresh("strict")
+    start = time.monotonic()
+    r = mpirun(2, [exe, "--watchdog", "2", "--out", d], timeout=40)
+    took = time.monotonic() - start
+    lines = status_lines(d)
+    ok = (r.returncode != 0 and any("MPI_Send(to 1, tag 5, 4 B)" in ln for ln in lines)
+          and any("MPI_Send(to 0, tag 5, 4 B)" in ln for ln in lines) and took < 20)
+    s.record("strict send on: the same exchange deadlocks and both sends are named",
+             ok, lines + tail(r.output), f"({took:.1f} s)")
+
+
+def test_watchdog(s):
+    d = fresh("watchdog")
+    start = time.monotonic()
+    r = mpirun(3, [os.path.join(TESTS_BIN, "test_watchdog"), "--watchdog", "2", "--out", d],
+               timeout=40)
+    took = time.monotonic() - start
+    lines = status_lines(d)
+    want = ["MPI_Recv(from 1, tag 7, up to 32 B)", "computing, not in MPI",
+            "MPI_Waitall(MPI_Irecv from 0, tag 3, 8 B; MPI_Isend to 0, tag 4, 16 B)"]
+    missing = [w for w in want if not any(w in ln for ln in lines)]
+    ok = r.returncode != 0 and not missing and took < 20
+    s.record("watchdog: names a blocked receive, a computing rank and a wait on two requests",
+             ok, [f"missing: {m}" for m in missing] + lines, f"({took:.1f} s)")
+
+
+def test_todo(s):
+    d = fresh("todo")
+    start = time.monotonic()
+    r = mpirun(2, [os.path.join(TESTS_BIN, "test_todo"), "--out", d])
+    took = time.monotonic() - start
+    lines = [ln for ln in status_lines(d) if ln.startswith("TODO")]
+    ok = (r.returncode != 0 and lines and
+          all("common/tests/test_todo.c:6: unwritten(): write unwritten() here" in ln
+              for ln in lines) and took < 10)
+    s.record("XT_TODO stops the run at once with file, line, function and message", ok,
+             lines + tail(r.output), f"({took:.1f} s)")
+
+
+def test_crash(s):
+    exe = os.path.join(TESTS_BIN, "test_crash")
+    cases = [("segv", r"CRASH.*rank=1.*signal 11 SIGSEGV", "a segfault names rank and signal"),
+             ("mpierr", r"CRASH.*rank=0.*MPI_Send\(to 99, tag 0, 4 B\).*MPI_ERR_RANK",
+              "an MPI error names the call and the error"),
+             ("abort", r"CRASH.*rank=1.*MPI_Abort \(error code 7\)",
+              "MPI_Abort names the rank and its code")]
+    for mode, pattern, what in cases:
+        d = fresh(f"crash_{mode}")
+        r = mpirun(2, [exe, "--mode", mode, "--out", d])
+        lines = status_lines(d)
+        ok = r.returncode != 0 and any(re.search(pattern, ln) for ln in lines)
+        if mode == "segv":
+            frames = harness.short_backtrace(
+                [ln for ln in lines if "(" in ln], exe, "common/tests/test_crash.c")
+            ok = ok and any("crash_here" in f for f in frames)
+            lines = lines + [f"frames: {frames}"]
+        s.record(f"crash: {what}", ok, lines + tail(r.output, 8))
+
+
+def test_cases(s):
+    d = fresh("cases")
+    plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
+            (2, "pending"), (4, "world"), (1, "note")]
+    with open(os.path.join(d, "cases.txt"), "w") as f:
+        f.write("# self-test cases\n")
+        for k, (np_, fn) in enumerate(plan):
+            f.write(f"case {k} np={np_} fn={fn} extra=ignored\n")
+    for k, (np_, fn) in enumerate(plan):
+        os.makedirs(os.path.join(d, f"c{k}"))
+        for g in range(8 // np_):
+            for r in range(np_):
+                x = (np.arange(5) + 100 * g + 10 * r + 1000 * k).astype(np.float32)
+                np.save(os.path.join(d, f"c{k}", f"g{g}.r{r}.x.npy"), x)
+    r = mpirun(8, [os.path.join("build", "common", "tests", "test_cases"), "--cases", d])
+    problems = [] if r.returncode == 0 else tail(r.output)
+
+    def rec(k, g, rank):
+        return harness.read_record(os.path.join(d, f"c{k}", f"g{g}.r{rank}.mpi.txt"))
+
+    for k, (np_, fn) in enumerate(plan):
+        for g in range(8 // np_):
+            for rank in range(np_):
+                rc = rec(k, g, rank)
+                if rc is None:
+                    problems.append(f"case {k} group {g} rank {rank}: no record")
+                    continue
+                x = np.load(os.path.join(d, f"c{k}", f"g{g}.r{rank}.x.npy"))
+                y = np.load(os.path.join(d, f"c{k}", f"g{g}.r{rank}.y.npy"))
+                who = np.load(os.path.join(d, f"c{k}", f"g{g}.r{rank}.who.npy"))
+                if fn == "copy" and not np.array_equal(x, y):
+                    problems.append(f"case {k} group {g} rank {rank}: output is not the input")
+                if list(who) != [rank, np_]:
+                    problems.append(f"case {k} group {g}: rank {rank} saw rank/size {list(who)}")
+                notes = " | ".join(f"{kind} {text}" for kind, text in rc.notes)
+                expect = {"overrun": "WRONG wrote past the end of 'y' (5 x float32): element [5]",
+                          "underrun": "WRONG wrote before the start of 'y'",
+                          "modify": "WRONG modified its input 'x' (a const argument): element [1]",
+                          "note": "WRONG returned 3, expected 4"}.get(fn)
+                if fn == "pending" and rank == 0:
+                    expect = "RULE MPI_Isend(to 1, tag 0, 4 B) was never completed"
+                if expect and expect not in notes:
+                    problems.append(f"case {k} ({fn}) rank {rank}: notes '{notes}' lack '{expect}'")
+                if not expect and notes:
+                    problems.append(f"case {k} ({fn}) rank {rank}: unexpected notes '{notes}'")
+                if fn == "world" and not any(e.comm == "world" and e.fn == "MPI_Allreduce"
+                                             for e in rc.events):
+                    problems.append(f"case {k}: MPI_Allreduce on MPI_COMM_WORLD not recorded")
+        idle = glob.glob(os.path.join(d, f"c{k}", f"g{8 // np_}.*.mpi.txt"))
+        if idle:
+            problems.append(f"case {k}: idle ranks wrote records: {idle}")
+    s.record("case mode: groups of np ranks on an 8-rank world, idle ranks, per-case records",
+             not [p for p in problems if "notes" not in p], problems)
+    s.record("case mode: guard bytes, const inputs, pending requests and notes reported",
+             not [p for p in problems if "notes" in p], [p for p in problems if "notes" in p])
+
+
+# ---------------------------------------------------------------- 3. grader
+
+def loop_op(op, a, b):
+    """One step of a reduction, as C computes it (before wrapping to the type)."""
+    if op == "sum":
+        return a + b
+    if op == "prod":
+        return a * b
+    if op == "max":
+        return max(a, b)
+    if op == "min":
+        return min(a, b)
+    if op == "band":
+        return a & b
+    if op == "bor":
+        return a | b
+    if op == "bxor":
+        return a ^ b
+    if op == "land":
+        return int(bool(a) and bool(b))
+    if op == "lor":
+        return int(bool(a) or bool(b))
+    return int(bool(a) != bool(b))  # lxor
+
+
+def test_grader_units(s):
+    s.section("grader")
+    # The references against plain Python loops with C's arithmetic.
+    problems = []
+    rng = np.random.default_rng(5)
+    for dtype in ("float32", "float64", "int8", "int16", "int32", "int64", "uint8"):
+        for op in ("sum", "prod", "max", "min", "band", "bor", "bxor", "land", "lor", "lxor"):
+            if spec.is_float(dtype) and op in ("band", "bor", "bxor", "land", "lor", "lxor"):
+                continue
+            for n in (1, 3):
+                st = spec.random_values(rng, dtype, op, (n, 4))
+                got = spec.reduce_ranks(st, op)
+                for j in range(4):
+                    acc = st[0, j].item()
+                    for i in range(1, n):
+                        acc = loop_op(op, acc, st[i, j].item())
+                    if not spec.is_float(dtype):
+                        bits = np.dtype(dtype).itemsize * 8
+                        acc &= (1 << bits) - 1
+                        if np.dtype(dtype).kind == "i" and acc >= 1 << (bits - 1):
+                            acc -= 1 << bits
+                    ok = (abs(float(got[j]) - acc) <= 1e-9 * max(1.0, abs(acc))
+                          if spec.is_float(dtype) else int(got[j]) == acc)
+                    if not ok:
+                        problems.append(f"{dtype} {op} n={n} [{j}]: reference {got[j]} loop {acc}")
+    s.record("references: every op and dtype agrees with a plain loop in C arithmetic",
+             not problems, problems[:10])
+    # Comparisons: what a WRONG report says.
+    msg = harness.compare("x", np.array([1, 2, 3], np.int32), np.array([1, 5, 3], np.int32), 0, 2)
+    ok = msg == "rank 2 'x'[1] expected 2 got 5 (1 of 3 wrong, max error 3)"
+    msg2 = harness.compare("x", np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]), 1e-9, 0)
+    msg3 = harness.compare("x", np.array([1.0, 2.0]), np.array([1.0, float("nan")]), 1e-9, 0)
+    msg4 = harness.compare("x", np.array([1, 2]), np.array([1]), 0, 0)
+    s.record("comparisons: first bad index, expected, got; NaN and lengths caught; "
+             "tolerance respected", ok and msg2 is None and msg3 and msg4 and "1 elements" in msg4,
+             [msg, msg2, msg3, msg4])
+    # The stub checker must fail when it should.
+    sol = ("void f(int a, int *b)\n{\n    /*\n     * TODO: do it.\n     */\n"
+           "    // BEGIN SOLUTION\n    *b = a + 12345678;\n    // END SOLUTION\n}\n")
+    text, hidden = stubgen.generate(sol)
+    ok1 = 'XT_TODO("do it.", a, b);' in text and "12345678" not in text
+    leaked = text.replace('    XT_TODO("do it.", a, b);', "    *b = a + 12345678;")
+    ok2 = stubgen.leaks(sol, leaked, hidden) == ["*b = a + 12345678;"]
+    bad = []
+    for broken in (sol.replace("    // END SOLUTION\n", ""),
+                   sol.replace("    // BEGIN SOLUTION\n", ""),
+                   sol.replace("     * TODO: do it.\n", "     * nothing to see\n")):
+        try:
+            stubgen.generate(broken)
+            bad.append(broken)
+        except stubgen.MarkerError:
+            pass
+    s.record("stub checker: TODO line with the arguments; catches leaks, unbalanced markers, "
+             "a region without TODO", ok1 and ok2 and not bad, [text] + bad)
+
+
+def test_stubs(s):
+    s.section("stubs")
+    problems = stubgen.check()
+    for kind, what in (("drift", "student tree is exactly what solutions/ generates"),
+                       ("markers", "solution markers are balanced, each region has its TODO"),
+                       ("leak", "no solution text in the student tree")):
+        mine = [m for k, m in problems if k == kind]
+        s.record(what, not mine, [ln for m in mine for ln in m.splitlines()])
+
+
+# ------------------------------------------------------------ 4. grading
+
+def grade(s, args, title, expect_all):
+    report = os.path.join(WORK, title.replace(" ", "_") + ".json")
+    cmd = [sys.executable, os.path.join(HERE, "grade.py")] + args + ["--json", report]
+    start = time.monotonic()
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    took = time.monotonic() - start
+    print("\n".join("    " + ln for ln in res.stdout.rstrip().splitlines()), flush=True)
+    try:
+        with open(report) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        s.record(f"{title}: the grader ran", False, tail(res.stdout + res.stderr))
+        return None
+    for lec in data["lectures"]:
+        for t in lec["tests"]:
+            s.record(f"{title}: {t['exercise']} {t['test']} is {expect_all}",
+                     t["verdict"] == expect_all, [t["verdict"]] + t["details"])
+    return took, res.returncode, data
+
+
+def test_grades(s):
+    s.section("solutions (make grade LC=1 SOL=1)")
+    got = grade(s, ["--lc", "1", "--sol"], "solutions", "OK")
+    if got:
+        took, rc, data = got
+        s.record("solutions: full marks and exit status 0", rc == 0 and data["score"] == data["max"],
+                 [f"score {data['score']}/{data['max']}, exit {rc}"], f"({took:.1f} s)")
+    s.section("student tree (make grade LC=1)")
+    got = grade(s, ["--lc", "1"], "stubs", "TODO")
+    if got:
+        took, rc, data = got
+        s.record("student tree: Score 0, non-zero exit, well within 60 s",
+                 rc != 0 and data["score"] == 0 and took < 60,
+                 [f"score {data['score']}/{data['max']}, exit {rc}, {took:.1f} s"],
+                 f"({took:.1f} s)")
+
+
+def test_mutants(s):
+    s.section("mutants (grader/mutants.py): each caught with its verdict")
+    for o in mutants.run_all(jobs=2, python=sys.executable):
+        s.record(f"{o.name}: {o.summary}"[:150], o.ok, o.details)
+
+
+def leftover_processes():
+    me = os.getpid()
+    root = os.path.abspath("build")
+    left = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open(f"/proc/{name}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and (cmd.startswith(("mpirun", "orted", "prted")) or root in cmd or
+                             " build/" in f" {cmd}"):
+            left.append(f"{name}: {cmd}")
+    return left
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cuda", action="store_true", help="require the CUDA build")
+    ap.add_argument("--only", help="run the sections whose name contains this")
+    args = ap.parse_args()
+    os.chdir(ROOT)
+    launch.install_signal_handlers()
+    os.makedirs(WORK, exist_ok=True)
+    s = Suite()
+    start = time.monotonic()
+    sections = [("build", lambda: test_build(s, args.cuda)), ("format", lambda: test_format(s)),
+                ("libxt", lambda: libxt(s)), ("grader", lambda: test_grader_units(s)),
+                ("stubs", lambda: test_stubs(s)), ("grades", lambda: test_grades(s)),
+                ("mutants", lambda: test_mutants(s))]
+    for name, run in sections:
+        if args.only and args.only not in name:
+            continue
+        run()
+    s.section("cleanup")
+    left = leftover_processes()
+    s.record("no mpirun or exercise process left behind", not left, left)
+    print(f"\n({time.monotonic() - start:.0f} s)")
+    if s.failures:
+        print("failed: " + "; ".join(s.failures))
+    print(f"{s.passed} passed, {s.failed} failed")
+    return 1 if s.failed else 0
+
+
+def test_cuda(s):
+    exe = os.path.join(TESTS_BIN, "test_cuda")
+    if not os.path.exists(exe):
+        s.skip("CUDA helpers on a GPU", "not built (no nvcc)")
+        return
+    import grade
+    if not grade.has_gpu():
+        s.skip("CUDA helpers on a GPU", "no GPU on this machine (compiled only)")
+        return
+    r = mpirun(2, [exe], timeout=120)
+    s.record("CUDA helpers: a device buffer staged through pinned memory arrives intact",
+             r.returncode == 0 and r.output.count(": ok") == 2, tail(r.output))
+
+
+def libxt(s):
+    s.section("libxt")
+    for t in (test_npy, test_pmpi, test_strict, test_watchdog, test_todo, test_crash, test_cases,
+              test_cuda):
+        t(s)
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("\nmake test: interrupted", file=sys.stderr)
+        sys.exit(130)
