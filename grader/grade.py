@@ -20,6 +20,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import needs  # noqa: E402
+
+needs.numpy()
+
 import harness  # noqa: E402
 import launch  # noqa: E402
 import spec  # noqa: E402
@@ -60,7 +64,7 @@ class Report:
 
     def result(self, ex, r, rerun, show_dir):
         t = r.test
-        time_s = f"{r.seconds:.2f}s" if r.verdict not in ("BUILD", "SKIPPED") else ""
+        time_s = f"{r.seconds:.2f}s" if r.cases_run else ""
         pts = f"{r.points}/{t.points}" if r.verdict != "SKIPPED" else "-"
         self.line(f"  {ex:<20} {t.name:<20} {r.verdict:<8} {pts:>5}  {time_s}".rstrip())
         if r.verdict in ("OK", "SKIPPED"):
@@ -75,8 +79,9 @@ class Report:
             self.line(f"      read: docs/{t_lecture(t)}.md#{ex}")
         self.line(f"      rerun: {rerun}")
         if show_dir and r.launch_dir:
-            self.line(f"      cases kept in {os.path.relpath(r.launch_dir)} "
-                      f"(sh {os.path.relpath(r.launch_dir)}/run.sh runs them again)")
+            where = os.path.relpath(r.launch_dir)
+            self.line(f"      cases kept in {where}/")
+            self.line(f"        (sh {where}/run.sh runs them again)")
 
 
 def t_lecture(test):
@@ -143,9 +148,11 @@ def main():
     matched = 0
     for lec in lectures:
         mod = load(lec)
-        tests = [t for t in mod.TESTS
-                 if getattr(t, "device", "cpu") == args.device
-                 and (not args.ex or args.ex in t.exercise or args.ex in t.name)]
+        tests = [t for t in mod.TESTS if getattr(t, "device", "cpu") == args.device]
+        if args.ex:
+            # An exact exercise or function name picks just that; otherwise a substring.
+            exact = [t for t in tests if args.ex in (t.exercise, t.name)]
+            tests = exact or [t for t in tests if args.ex in t.exercise or args.ex in t.name]
         for t in tests:
             t.lecture = lec
         if not tests:

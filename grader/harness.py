@@ -374,8 +374,8 @@ class Runner:
                     if first is None:
                         first = death
                     elif death.kind != first.kind:
-                        first.lines.append(f"(later, at {case.label}: {death.kind} "
-                                           f"{death.lines[0]})")
+                        first.lines.append(f"(then, at {case.label}: {death.kind}, which "
+                                           f"ended the run)")
                     r.cases_failed += 1
                     break
                 r.cases_run += 1

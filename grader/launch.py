@@ -13,6 +13,7 @@ XT_LAUNCHER replaces the launcher altogether ("srun --mpi=pmix -n {np}").
 import functools
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -21,9 +22,10 @@ import uuid
 
 @functools.lru_cache(maxsize=None)
 def mpi_flavor():
-    """('openmpi' | 'mpich' | 'other', version line) of the mpirun on PATH."""
+    """('openmpi' | 'mpich' | 'other', version line) of the launcher in use."""
+    launcher = shlex.split(os.environ.get("XT_LAUNCHER", "")) or ["mpirun"]
     try:
-        out = subprocess.run(["mpirun", "--version"], capture_output=True, text=True,
+        out = subprocess.run([launcher[0], "--version"], capture_output=True, text=True,
                              timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return "missing", ""
@@ -53,6 +55,11 @@ def mpi_env(extra=None):
         # (200 + 100 gives 255, not 44): use the plain C kernels, which wrap.
         "OMPI_MCA_op": "^avx",
     })
+    # Open MPI will not start, even on one machine, without an ssh or rsh
+    # client to launch remote daemons with; a machine without one runs locally.
+    if (shutil.which("ssh") is None and shutil.which("rsh") is None
+            and "OMPI_MCA_plm_rsh_agent" not in os.environ):
+        env["OMPI_MCA_plm_rsh_agent"] = "false"
     if extra:
         env.update(extra)
     return env

@@ -24,11 +24,15 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+
+import needs  # noqa: E402
+
+needs.numpy()
+
+import numpy as np  # noqa: E402
 
 import harness  # noqa: E402
 import launch  # noqa: E402

@@ -41,8 +41,14 @@ int main(int argc, char **argv)
         MPI_Send(ints, 3, MPI_INT, MPI_PROC_NULL, 0, comm); /* nothing */
     } else {
         MPI_Recv(ints, 20, MPI_INT, 0, 0, comm, MPI_STATUS_IGNORE); /* 40 B arrive */
+        MPI_Status st[1]; /* a real array: the statuses the caller asked for stay intact */
         MPI_Irecv(dbl, 5, MPI_DOUBLE, 0, 1, comm, &req[0]);
-        MPI_Waitall(1, req, MPI_STATUSES_IGNORE);
+        MPI_Waitall(1, req, st);
+        if (st[0].MPI_SOURCE != 0 || st[0].MPI_TAG != 1) {
+            printf("FAIL rank 1: MPI_Waitall status says source %d tag %d\n", st[0].MPI_SOURCE,
+                   st[0].MPI_TAG);
+            failures++;
+        }
         MPI_Recv(ints, 3, MPI_INT, MPI_PROC_NULL, 0, comm, MPI_STATUS_IGNORE);
     }
     MPI_Sendrecv(f3, 3, MPI_FLOAT, peer, 2, g3, 3, MPI_FLOAT, peer, 2, comm, MPI_STATUS_IGNORE);
