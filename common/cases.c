@@ -65,6 +65,11 @@ void xti_cases_dir(const char *dir)
     cases_dir = dir;
 }
 
+const char *xti_cases_path(void)
+{
+    return cases_dir;
+}
+
 int xt_case_mode(void)
 {
     return cases_dir != NULL;
@@ -114,27 +119,18 @@ int xt_case_is(const xt_case *c, const char *fn)
 
 MPI_Op xt_case_op(const xt_case *c)
 {
+    const struct {
+        const char *name;
+        MPI_Op op;
+    } ops[] = {
+        {"sum", MPI_SUM},   {"prod", MPI_PROD}, {"max", MPI_MAX},   {"min", MPI_MIN},
+        {"land", MPI_LAND}, {"lor", MPI_LOR},   {"lxor", MPI_LXOR}, {"band", MPI_BAND},
+        {"bor", MPI_BOR},   {"bxor", MPI_BXOR},
+    };
     const char *name = xt_case_str(c, "op");
-    if (strcmp(name, "sum") == 0)
-        return MPI_SUM;
-    if (strcmp(name, "prod") == 0)
-        return MPI_PROD;
-    if (strcmp(name, "max") == 0)
-        return MPI_MAX;
-    if (strcmp(name, "min") == 0)
-        return MPI_MIN;
-    if (strcmp(name, "land") == 0)
-        return MPI_LAND;
-    if (strcmp(name, "lor") == 0)
-        return MPI_LOR;
-    if (strcmp(name, "lxor") == 0)
-        return MPI_LXOR;
-    if (strcmp(name, "band") == 0)
-        return MPI_BAND;
-    if (strcmp(name, "bor") == 0)
-        return MPI_BOR;
-    if (strcmp(name, "bxor") == 0)
-        return MPI_BXOR;
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(name, ops[i].name) == 0)
+            return ops[i].op;
     xt_die("case %d: unknown op '%s'", c->index, name);
 }
 
@@ -171,12 +167,26 @@ static void input_path(const xt_case *c, const char *name, char *out, size_t cap
     snprintf(out, cap, "%s/%s.npy", c->dir, name);
 }
 
+/* Names are identifiers: no way to reach another rank's file through one. */
+static void check_name(const xt_case *c, const char *name)
+{
+    int ok = name && (name[0] == '_' || (name[0] >= 'a' && name[0] <= 'z') ||
+                      (name[0] >= 'A' && name[0] <= 'Z'));
+    for (const char *p = name; ok && *p; p++)
+        ok = *p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+             (*p >= '0' && *p <= '9');
+    XT_CHECK(ok, "case %d: '%s' is not a valid input or output name", c->index,
+             name ? name : "(null)");
+}
+
 static xt_array load_guarded(xt_case *c, const char *name, int keep_original)
 {
-    char path[4096];
+    char path[4096], err[512];
+    check_name(c, name);
     input_path(c, name, path, sizeof path);
     xt_array a;
-    xt_npy_read(path, &a);
+    if (xti_npy_read(path, &a, err, sizeof err) != 0)
+        xt_die("%s", err);
     guarded *g = new_guarded(c, name, a.count, a.dtype);
     memcpy(g->block + GUARD, a.data, g->bytes);
     if (keep_original)
@@ -216,6 +226,7 @@ void xt_case_output(xt_case *c, const char *name, const void *data, xt_dtype dt,
         xti_note("WRONG", "output '%s' has a negative length %ld", name, count);
         return;
     }
+    check_name(c, name);
     char path[4096];
     snprintf(path, sizeof path, "%s/g%d.r%d.%s.npy", c->dir, c->group, c->rank, name);
     long shape[1] = {count};

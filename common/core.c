@@ -241,8 +241,22 @@ static void on_fatal_signal(int sig)
     raise(sig);
 }
 
+/* exit() from inside an exercise ends its rank without a word: say so. */
+static void on_exit_call(void)
+{
+    if (!xti.mpi_ready || atomic_load(&xti.aborting))
+        return;
+    int phase = atomic_load(&xti.phase);
+    if (phase != XTI_PHASE_USER && phase != XTI_PHASE_SETUP)
+        return;
+    const char *msg = "the program called exit() before MPI_Finalize";
+    fprintf(stderr, "[xt] rank %d CRASH %s\n", xti.rank, msg);
+    xti_status_line("CRASH", msg);
+}
+
 static void install_signal_handlers(void)
 {
+    atexit(on_exit_call);
     /* Load libgcc's unwinder now: backtrace() must not call malloc in a handler. */
     void *warm[2];
     backtrace(warm, 2);

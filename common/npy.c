@@ -6,6 +6,7 @@
  *
  * Only little-endian C-order arrays of plain numbers: that is all the grader writes.
  */
+#define _GNU_SOURCE
 #include "xt_internal.h"
 
 #include <errno.h>
@@ -126,7 +127,29 @@ static const char *dict_value(const char *hdr, const char *key)
     return p;
 }
 
+/*
+ * In case mode the grader's files hold every rank's inputs: a program reads
+ * its own through xt_case_input, never another rank's by path.
+ */
 int xt_npy_try_read(const char *path, xt_array *out, char *err, size_t errcap)
+{
+    const char *cases = xti_cases_path();
+    char real_cases[4096], real_path[4096];
+    if (cases && realpath(cases, real_cases)) {
+        size_t n = strlen(real_cases);
+        if (realpath(path, real_path) && strncmp(real_path, real_cases, n) == 0 &&
+            (real_path[n] == '/' || real_path[n] == 0)) {
+            memset(out, 0, sizeof *out);
+            return fail(err, errcap,
+                        "%s: the grader's case files are read only through "
+                        "xt_case_input",
+                        path);
+        }
+    }
+    return xti_npy_read(path, out, err, errcap);
+}
+
+int xti_npy_read(const char *path, xt_array *out, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");

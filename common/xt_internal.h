@@ -81,5 +81,9 @@ void xti_watchdog_stop(void);
 
 /* cases.c */
 void xti_cases_dir(const char *dir);
+const char *xti_cases_path(void); /* NULL outside case mode */
+
+/* npy.c: xt_npy_try_read without the case-mode guard, for the harness. */
+int xti_npy_read(const char *path, xt_array *out, char *err, size_t errcap);
 
 #endif

@@ -527,7 +527,9 @@ FORBIDDEN_SYMBOLS = [
     (r"^(dlsym|dlvsym|dlopen)$", "calls {}(): only MPI may move data between ranks here"),
     (r"^(fork|vfork|system|popen|execv|execve|execvp|execl|execlp|posix_spawn|posix_spawnp)$",
      "calls {}(): no other processes here"),
-    (r"^(socket|shm_open|mmap|mmap64|fopen|fopen64|open|open64|creat|pipe|syscall)$",
+    (r"^(socket|socketpair|shm_open|shmget|shmat|msgget|msgsnd|msgrcv|mq_open|mmap|mmap64|"
+     r"fopen|fopen64|freopen|open|open64|openat|openat64|creat|pipe|pipe2|syscall|"
+     r"process_vm_readv|process_vm_writev|ptrace)$",
      "calls {}(): only MPI may move data between ranks here"),
     (r"^MPI_T_", "calls the MPI tools interface ({})"),
 ]

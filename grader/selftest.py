@@ -236,7 +236,9 @@ def test_crash(s):
              ("mpierr", r"CRASH.*rank=0.*MPI_Send\(to 99, tag 0, 4 B\).*MPI_ERR_RANK",
               "an MPI error names the call and the error"),
              ("abort", r"CRASH.*rank=1.*MPI_Abort \(error code 7\)",
-              "MPI_Abort names the rank and its code")]
+              "MPI_Abort names the rank and its code"),
+             ("exit", r"CRASH.*rank=1.*called exit\(\) before MPI_Finalize",
+              "exit() before MPI_Finalize names the rank")]
     for mode, pattern, what in cases:
         d = fresh(f"crash_{mode}")
         r = mpirun(2, [exe, "--mode", mode, "--out", d])
@@ -253,11 +255,11 @@ def test_crash(s):
 def test_cases(s):
     d = fresh("cases")
     plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
-            (2, "pending"), (4, "world"), (1, "note")]
+            (2, "pending"), (4, "world"), (1, "note"), (2, "peek")]
     with open(os.path.join(d, "cases.txt"), "w") as f:
         f.write("# self-test cases\n")
         for k, (np_, fn) in enumerate(plan):
-            f.write(f"case {k} np={np_} fn={fn} extra=ignored\n")
+            f.write(f"case {k} np={np_} fn={fn} index={k} extra=ignored\n")
     for k, (np_, fn) in enumerate(plan):
         os.makedirs(os.path.join(d, f"c{k}"))
         for g in range(8 // np_):
@@ -295,13 +297,17 @@ def test_cases(s):
                     problems.append(f"case {k} ({fn}) rank {rank}: notes '{notes}' lack '{expect}'")
                 if not expect and notes:
                     problems.append(f"case {k} ({fn}) rank {rank}: unexpected notes '{notes}'")
+                if fn == "peek" and np.load(os.path.join(
+                        d, f"c{k}", f"g{g}.r{rank}.refused.npy"))[0] != 1:
+                    problems.append(f"case {k}: rank {rank} read another rank's input file")
                 if fn == "world" and not any(e.comm == "world" and e.fn == "MPI_Allreduce"
                                              for e in rc.events):
                     problems.append(f"case {k}: MPI_Allreduce on MPI_COMM_WORLD not recorded")
         idle = glob.glob(os.path.join(d, f"c{k}", f"g{8 // np_}.*.mpi.txt"))
         if idle:
             problems.append(f"case {k}: idle ranks wrote records: {idle}")
-    s.record("case mode: groups of np ranks on an 8-rank world, idle ranks, per-case records",
+    s.record("case mode: groups of np ranks on an 8-rank world, idle ranks, per-case records, "
+             "other ranks' input files refused",
              not [p for p in problems if "notes" not in p], problems)
     s.record("case mode: guard bytes, const inputs, pending requests and notes reported",
              not [p for p in problems if "notes" in p], [p for p in problems if "notes" in p])

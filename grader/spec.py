@@ -228,42 +228,30 @@ def calls_exactly(fn, expected, why):
     return rule
 
 
+def at_most(measure, what, unit, limit, formula):
+    """Each rank's measure(record) is at most limit(case, inputs, rank).
+
+    The message reads "rank R <what> N<unit>, the algorithm needs at most M<unit> (formula)".
+    """
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            got, cap = measure(rec), limit(case, inputs, r)
+            if got > cap:
+                out.append((r, f"rank {r} {what} {got}{unit}, the algorithm needs at most "
+                               f"{cap}{unit} ({formula})"))
+        return out
+    return rule
+
+
 def max_messages(limit, formula):
     """Each rank sends at most limit(case, inputs, rank) messages."""
-    def rule(case, inputs, records):
-        out = []
-        for r, rec in enumerate(records):
-            got, cap = rec.msgs_sent, limit(case, inputs, r)
-            if got > cap:
-                out.append((r, f"rank {r} sent {got} messages, the algorithm needs at most "
-                               f"{cap} ({formula})"))
-        return out
-    return rule
-
-
-def max_messages_received(limit, formula):
-    def rule(case, inputs, records):
-        out = []
-        for r, rec in enumerate(records):
-            got, cap = rec.msgs_recv, limit(case, inputs, r)
-            if got > cap:
-                out.append((r, f"rank {r} received {got} messages, the algorithm needs at most "
-                               f"{cap} ({formula})"))
-        return out
-    return rule
+    return at_most(lambda rec: rec.msgs_sent, "sent", " messages", limit, formula)
 
 
 def max_bytes_sent(limit, formula):
     """Each rank sends at most limit(case, inputs, rank) bytes."""
-    def rule(case, inputs, records):
-        out = []
-        for r, rec in enumerate(records):
-            got, cap = rec.bytes_sent, limit(case, inputs, r)
-            if got > cap:
-                out.append((r, f"rank {r} sent {got} B, the algorithm needs at most {cap} B "
-                               f"({formula})"))
-        return out
-    return rule
+    return at_most(lambda rec: rec.bytes_sent, "sent", " B", limit, formula)
 
 
 def ceil_log2(n):

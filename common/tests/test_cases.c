@@ -8,9 +8,11 @@
  *   pending    rank 0 starts a send to rank 1 and never waits for it
  *   world      all-reduces its rank over MPI_COMM_WORLD instead of its comm
  *   note       leaves a remark for the grader
+ *   peek       tries to read rank 0's input file directly (refused in case mode)
  */
 #include "xt.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void run_case(xt_case *c)
@@ -43,6 +45,16 @@ static void run_case(xt_case *c)
     }
     if (xt_case_is(c, "note"))
         xt_case_note(c, "returned %d, expected %d", 3, 4);
+    if (xt_case_is(c, "peek")) {
+        char path[4096], err[512];
+        snprintf(path, sizeof path, "%s/c%s/g0.r0.x.npy", xt_arg_str("cases", "."),
+                 xt_case_str(c, "index"));
+        xt_array other;
+        int32_t refused = xt_npy_try_read(path, &other, err, sizeof err) != 0;
+        if (!refused)
+            xt_array_free(&other);
+        xt_case_output(c, "refused", &refused, XT_I32, 1);
+    }
     int32_t who[2] = {rank, np};
     xt_case_output(c, "y", y, XT_F32, x.count);
     xt_case_output(c, "who", who, XT_I32, 2);

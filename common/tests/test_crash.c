@@ -3,9 +3,11 @@
  *   --mode segv     rank 1 writes through a NULL pointer in crash_here()
  *   --mode mpierr   rank 0 sends to rank 99, which does not exist
  *   --mode abort    rank 1 calls MPI_Abort(comm, 7)
+ *   --mode exit     rank 1 calls exit(3) before MPI_Finalize
  */
 #include "xt.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void crash_here(int *p);
@@ -26,6 +28,8 @@ int main(int argc, char **argv)
         MPI_Send(&x, 1, MPI_INT, 99, 0, MPI_COMM_WORLD);
     if (strcmp(mode, "abort") == 0 && rank == 1)
         MPI_Abort(MPI_COMM_WORLD, 7);
+    if (strcmp(mode, "exit") == 0 && rank == 1)
+        exit(3);
     MPI_Barrier(MPI_COMM_WORLD);
     xt_finalize();
     return 0;

@@ -8,7 +8,7 @@ parallel algorithm itself. Rules state the algorithm's cost exactly.
 import numpy as np
 
 from spec import (NPS, Test, ceil_log2, exact, itemsize, make_cases, max_bytes_sent,
-                  max_messages, max_messages_received, only_calls, point_to_point_only,
+                  max_messages, only_calls, point_to_point_only,
                   random_values, reduce_ranks, reduction_tolerance, calls_exactly)
 
 LECTURE = "lc1_basic"
@@ -38,7 +38,8 @@ def chain_cases(rng):
     return make_cases(CHAIN, [{"np": n, "count": c} for n in NPS for c in (0, 1, 7, 1000)])
 
 
-def chain_inputs(case, rng):
+def float_inputs(case, rng):
+    """Each rank its own count floats in [-10, 10)."""
     return {"x": per_rank(case, rng, lambda r: rng.uniform(-10, 10, case["count"])
                           .astype(np.float32))}
 
@@ -50,7 +51,7 @@ def chain_reference(case, inputs):
 
 CHAIN = Test(
     exercise="p2p", name="chain_pass", points=5,
-    cases=chain_cases, inputs=chain_inputs, reference=chain_reference, tolerance=exact,
+    cases=chain_cases, inputs=float_inputs, reference=chain_reference, tolerance=exact,
     rules=[
         point_to_point_only,
         max_messages(lambda c, i, r: 1 if r < c.np - 1 else 0,
@@ -67,11 +68,6 @@ def ring_cases(test):
                                            for n in NPS for c in (0, 1, 5, 1000)])
 
 
-def ring_inputs(case, rng):
-    return {"x": per_rank(case, rng, lambda r: rng.uniform(-10, 10, case["count"])
-                          .astype(np.float32))}
-
-
 def ring_reference(case, inputs):
     return [{"y": inputs["x"][(r - 1) % case.np]} for r in range(case.np)]
 
@@ -80,7 +76,7 @@ ONE_SEND = max_messages(lambda c, i, r: 1, "one message to the right neighbour")
 
 RING_SHIFT = Test(
     exercise="p2p_ring", name="ring_shift", points=5,
-    cases=ring_cases(lambda: RING_SHIFT), inputs=ring_inputs, reference=ring_reference,
+    cases=ring_cases(lambda: RING_SHIFT), inputs=float_inputs, reference=ring_reference,
     tolerance=exact,
     rules=[
         point_to_point_only,
@@ -93,7 +89,7 @@ RING_SHIFT = Test(
 
 RING_SHIFT_SENDRECV = Test(
     exercise="p2p_ring", name="ring_shift_sendrecv", points=5,
-    cases=ring_cases(lambda: RING_SHIFT_SENDRECV), inputs=ring_inputs,
+    cases=ring_cases(lambda: RING_SHIFT_SENDRECV), inputs=float_inputs,
     reference=ring_reference, tolerance=exact,
     rules=[
         point_to_point_only,
