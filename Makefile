@@ -96,7 +96,7 @@ deps:
 
 demo:
 	@py=$$(grader/setup.sh) && "$$py" grader/demo.py $(if $(EX),--ex $(EX)) $(if $(NP),--np $(NP)) \
-		$(if $(filter 0,$(SOL)),--student) $(if $(ARGS),--args "$(ARGS)")
+		$(if $(filter 0,$(SOL)),--student) $(if $(ARGS),--args="$(ARGS)")
 
 bench:
 	@echo "make bench: the bandwidth benchmarks of lecture 1 are not written yet;"; \

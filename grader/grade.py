@@ -113,6 +113,8 @@ def main():
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
 
+    if args.json:
+        args.json = os.path.abspath(args.json)
     root = os.path.dirname(HERE)
     os.chdir(root)
     launch.install_signal_handlers()

@@ -11,10 +11,12 @@
  * the left, folding its own contribution into it. A block picks up one more
  * contribution per hop and, after np-1 hops, arrives complete at its owner.
  *
- *     np = 3, x_r = rank r's block, step 0 then step 1:
- *       r0 sends x2 to r1        r0 sends (x1+x2)   ... r0 ends with x0+x1+x2
- *       r1 sends x0 to r2        r1 sends (x2+x0)   ... r1 ends with x1+x2+x0
- *       r2 sends x1 to r0        r2 sends (x0+x1)   ... r2 ends with x2+x0+x1
+ *     np = 3; "1:02" is block 1 holding the contributions of ranks 0 and 2
+ *               r0            r1            r2
+ *     step 0    sends 2:0     sends 0:1     sends 1:2      (to the right)
+ *               folds 1:02    folds 2:01    folds 0:12
+ *     step 1    sends 1:02    sends 2:01    sends 0:12
+ *               folds 0:012   folds 1:012   folds 2:012    (block r, complete)
  *
  * Cost: np-1 messages per rank; rank r sends every block except its own,
  * (N - recvcounts[r]) elements for N in all, about N (np-1)/np: the minimum

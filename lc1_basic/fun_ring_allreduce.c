@@ -19,7 +19,9 @@
  *             c: c0+c2        a: a1+a0        b: b2+b1
  *     RS s=1  sends c02       sends a01       sends b12
  *             b: b0+b12=B     c: c1+c02=C     a: a2+a01=A    (owned, full)
- *     AG      B, then C, then A passed along until every rank has A B C.
+ *     AG s=0  sends B         sends C         sends A
+ *             gets A          gets B          gets C
+ *     AG s=1  sends A         sends B         sends C        (all hold A B C)
  *
  * Cost: 2(np-1) messages per rank of about count/np elements each, so every
  * rank sends 2 (np-1)/np count elements: about twice the buffer, whatever np

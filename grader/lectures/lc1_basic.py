@@ -155,6 +155,20 @@ BCAST_BINOMIAL = Test(
     ],
 )
 
+# ------------------------------------------------------------------ rings
+
+def one_neighbour(case, inputs, records):
+    """A ring: every send goes to the same neighbour, r+1 (or r-1) mod np."""
+    n = case.np
+    out = []
+    for r, rec in enumerate(records):
+        peers = sorted({e.peer for e in rec.sends()})
+        if peers and peers not in ([(r + 1) % n], [(r - 1) % n]):
+            out.append((r, f"rank {r} sent to ranks {peers}; in a ring every rank sends only to "
+                           f"its neighbour, rank {(r + 1) % n} (or always rank {(r - 1) % n})"))
+    return out
+
+
 # ---------------------------------------------------- fun_reduce_scatter.c
 
 def block_counts(rng, n, pattern):
@@ -222,6 +236,7 @@ REDUCE_SCATTER = Test(
         max_messages(lambda c, i, r: c.np - 1, "np-1 steps around the ring"),
         max_bytes_sent(lambda c, i, r: (sum(rs_counts(c)) - rs_counts(c)[r]) * itemsize(c),
                        "every block but its own, once"),
+        one_neighbour,
     ],
 )
 
@@ -265,6 +280,7 @@ RING_ALLREDUCE = Test(
         max_messages(lambda c, i, r: 2 * (c.np - 1), "2(np-1): reduce-scatter, then all-gather"),
         max_bytes_sent(lambda c, i, r: 2 * (c.np - 1) * ring_chunk(c) * itemsize(c),
                        "2(np-1) chunks of at most ceil(count/np) elements"),
+        one_neighbour,
     ],
 )
 
@@ -315,14 +331,22 @@ def a2a_reference(case, inputs):
     return out
 
 
-def pairwise_order(case, inputs, records):
-    """Sends go to r+1, r+2, ... (mod np): first the sizes, then the payloads."""
+def sizes_then_pairwise(case, inputs, records):
+    """First np-1 messages of one int (the sizes), then the payloads, both pairwise:
+    sends go to r+1, r+2, ... (mod np)."""
     n = case.np
     out = []
     for r, rec in enumerate(records):
-        offsets = [(e.peer - r) % n for e in rec.sends()]
-        sizes, payloads = offsets[:n - 1], offsets[n - 1:]
-        ok = sizes == list(range(1, n)) and all(a < b for a, b in zip(payloads, payloads[1:]))
+        sends = rec.sends()
+        sizes = sends[:n - 1]
+        if len(sizes) < n - 1 or any(e.bytes != 4 for e in sizes):
+            out.append((r, f"rank {r}'s first {n - 1} messages were "
+                           f"{[e.bytes for e in sizes]} B; the sizes go first, one int (4 B) to "
+                           f"every other rank, then the payloads"))
+            continue
+        offsets = [(e.peer - r) % n for e in sends]
+        ok = offsets[:n - 1] == list(range(1, n)) and \
+            all(a < b for a, b in zip(offsets[n - 1:], offsets[n:]))
         if not ok:
             peers = [(r + o) % n for o in offsets]
             out.append((r, f"rank {r} sent to ranks {peers} in that order; the pairwise "
@@ -346,7 +370,7 @@ ALLTOALLV = Test(
         point_to_point_only,
         max_messages(lambda c, i, r: 2 * (c.np - 1), "np-1 sizes and np-1 payloads"),
         max_bytes_sent(a2a_payload_bytes, "one int to each peer, then every block but its own"),
-        pairwise_order,
+        sizes_then_pairwise,
     ],
 )
 

@@ -17,8 +17,10 @@
  *   ring_shift_sendrecv MPI_Sendrecv posts both halves at once and lets MPI
  *                       order them.
  *
- * Cost: one message of 4 count bytes per rank, all in parallel: alpha + 4 count beta
- * with MPI_Sendrecv, up to twice that with the even/odd order (two phases).
+ * Cost: one message of n = 4 count bytes per rank. With MPI_Sendrecv all of
+ * them travel at once: alpha + n beta. With the even/odd order and sends that
+ * wait for their receive, two phases when np is even, 2(alpha + n beta), and
+ * three when np is odd, because ranks np-1 and 0 are both even neighbours.
  */
 #include "xt.h"
 
