@@ -14,9 +14,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def numpy():
     try:
-        import numpy as _  # noqa: F401
+        import numpy as np
+        np.zeros(1)  # an incomplete install imports as an empty namespace package
         return
-    except ImportError:
+    except (ImportError, AttributeError):
         pass
     env = dict(os.environ, XT_NO_INSTALL="1")
     try:

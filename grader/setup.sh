@@ -21,7 +21,7 @@ find_python() {
     for py in ${XT_PYTHON:-} python3 /usr/bin/python3 /usr/local/bin/python3 \
               python3.13 python3.12 python3.11 python3.10 python3.9 python3.8; do
         p=$(command -v "$py" 2>/dev/null) || continue
-        if "$p" -c 'import numpy, sys; sys.exit(0 if sys.version_info >= (3, 8) else 1)' \
+        if "$p" -c 'import numpy, sys; numpy.zeros(1); sys.exit(sys.version_info < (3, 8))' \
             >/dev/null 2>&1; then
             printf '%s\n' "$p"
             return 0
