@@ -9,6 +9,7 @@ default; SOL=0 runs the student's own file.
 import argparse
 import glob
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -45,9 +46,31 @@ def main():
     cmd = launch.mpirun_command(args.np, [binary] + shlex.split(args.args))
     print(f"$ {launch.shell_line(cmd)}", flush=True)
     launch.install_signal_handlers()
-    res = launch.run(cmd, timeout=300, env=launch.mpi_env())
-    sys.stdout.write(res.output)
+    banner = BannerFilter()
+    res = launch.run(cmd, timeout=300, env=launch.mpi_env(), on_line=banner.line)
+    if res.timed_out:
+        print("demo: stopped after 300 s", file=sys.stderr)
     return res.returncode
+
+
+class BannerFilter:
+    """Prints the program's lines, not Open MPI's boxed help texts.
+
+    When a rank stops the run (a TODO, a crash, the watchdog), libxt has
+    already said why in one line; mpirun then adds boxes of dashes about
+    aborting and non-zero exit codes, which say nothing more.
+    """
+
+    def __init__(self):
+        self.inside = False
+
+    def line(self, text):
+        if re.fullmatch(r"-{20,}", text.strip()):
+            self.inside = not self.inside
+            return
+        if self.inside or re.match(r"\[[\w.-]+:\d+\] (\d+ more process|Set MCA parameter)", text):
+            return
+        print(text, flush=True)
 
 
 if __name__ == "__main__":

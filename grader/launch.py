@@ -12,6 +12,7 @@ XT_LAUNCHER replaces the launcher altogether ("srun --mpi=pmix -n {np}").
 
 import functools
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -160,8 +161,33 @@ def install_signal_handlers():
     signal.signal(signal.SIGTERM, _on_signal)
 
 
-def run(cmd, timeout, log_path=None, env=None, cwd=None):
-    """Runs a launch to completion or timeout; kills everything it started."""
+def _stream(proc, deadline, on_line):
+    """Passes each output line to on_line; False if the deadline passed first."""
+    buf = b""
+    fd = proc.stdout.fileno()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            if buf:
+                on_line(buf.decode(errors="replace"))
+            return True
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            on_line(line.decode(errors="replace"))
+
+
+def run(cmd, timeout, log_path=None, env=None, cwd=None, on_line=None):
+    """Runs a launch to completion or timeout; kills everything it started.
+
+    With on_line, every line of output goes to on_line as it comes.
+    """
     token = uuid.uuid4().hex
     env = dict(env if env is not None else mpi_env())
     env["XT_LAUNCH_TOKEN"] = token
@@ -177,12 +203,20 @@ def run(cmd, timeout, log_path=None, env=None, cwd=None):
         return Result(127, 0.0, False, f"cannot start {cmd[0]}: {e}")
     _current.append((proc.pid, token))
     try:
-        try:
-            stdout, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            kill_launch(proc.pid, token)
-            stdout, _ = proc.communicate()
+        if on_line and not log_path:
+            timed_out = not _stream(proc, start + timeout, on_line)
+            if timed_out:
+                kill_launch(proc.pid, token)
+            proc.stdout.close()
+            proc.wait()
+            stdout = b""
+        else:
+            try:
+                stdout, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                kill_launch(proc.pid, token)
+                stdout, _ = proc.communicate()
     finally:
         kill_launch(proc.pid, token)
         _current.remove((proc.pid, token))

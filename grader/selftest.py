@@ -433,6 +433,15 @@ def test_grades(s):
         took, rc, data = got
         s.record("solutions: full marks and exit status 0", rc == 0 and data["score"] == data["max"],
                  [f"score {data['score']}/{data['max']}, exit {rc}"], f"({took:.1f} s)")
+    demos = sorted(glob.glob("solutions/lc*/*.c"))
+    bad = []
+    for src in demos:
+        exe = os.path.join("build", os.path.splitext(src)[0])
+        r = mpirun(3, [exe], timeout=60)
+        if r.returncode != 0 or "[r2]" not in r.output:
+            bad.append(f"{src}: exit {r.returncode}: " + " | ".join(tail(r.output, 4)))
+    s.record(f"demos: all {len(demos)} solutions run in lecture mode and print every rank",
+             not bad, bad)
     s.section("student tree (make grade LC=1)")
     got = grade(s, ["--lc", "1"], "stubs", "TODO")
     if got:
