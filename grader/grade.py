@@ -140,7 +140,7 @@ def main():
     tree = "solutions" if args.sol else (args.tree or ".")
     tree_tag = "solutions" if args.sol else ("student" if not args.tree else
                                             args.tree.strip("/").replace("/", "_"))
-    flavor, version = launch.mpi_flavor()
+    _, version = launch.mpi_flavor()
     report = Report(args.quiet)
     gpu = has_gpu() if args.device == "cuda" else False
 

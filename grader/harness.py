@@ -155,9 +155,6 @@ def read_status(launch_dir, world):
 
 # --------------------------------------------------------------------- results
 
-VERDICTS = ("OK", "WRONG", "RULE", "TODO", "CRASH", "DEADLOCK", "TIMEOUT", "BUILD", "SKIPPED")
-
-
 @dataclasses.dataclass
 class Failure:
     kind: str
@@ -289,13 +286,12 @@ class Exercise:
 class Runner:
     """Grades the tests of one exercise: as few launches as the failures allow."""
 
-    def __init__(self, exercise, seed, work_dir, watchdog=10.0, max_np=8, rerun_hint=""):
+    def __init__(self, exercise, seed, work_dir, watchdog=10.0, max_np=8):
         self.ex = exercise
         self.seed = seed
         self.work_dir = work_dir
         self.watchdog = watchdog
         self.max_np = max_np
-        self.rerun_hint = rerun_hint
 
     def cases_of(self, test):
         rng = np.random.default_rng(stable_seed(self.seed, test.exercise, test.name, "cases"))
