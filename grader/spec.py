@@ -238,10 +238,15 @@ def at_most(measure, what, unit, limit, formula):
         for r, rec in enumerate(records):
             got, cap = measure(rec), limit(case, inputs, r)
             if got > cap:
-                out.append((r, f"rank {r} {what} {got}{unit}, the algorithm needs at most "
-                               f"{cap}{unit} ({formula})"))
+                out.append((r, f"rank {r} {what} {amount(got, unit)}, the algorithm needs at "
+                               f"most {amount(cap, unit)} ({formula})"))
         return out
     return rule
+
+
+def amount(n, unit):
+    """'1 message', '3 messages', '48 B'."""
+    return f"{n}{unit[:-1] if n == 1 and unit.endswith('s') else unit}"
 
 
 def max_messages(limit, formula):

@@ -7,7 +7,7 @@ parallel algorithm itself. Rules state the algorithm's cost exactly.
 
 import numpy as np
 
-from spec import (NPS, Test, ceil_log2, exact, itemsize, make_cases, max_bytes_sent,
+from spec import (NPS, Test, amount, ceil_log2, exact, itemsize, make_cases, max_bytes_sent,
                   max_messages, only_calls, point_to_point_only,
                   random_values, reduce_ranks, reduction_tolerance, calls_exactly)
 
@@ -127,8 +127,8 @@ def receives_once(case, inputs, records):
     for r, rec in enumerate(records):
         want = 0 if r == case["root"] else 1
         if rec.msgs_recv != want:
-            out.append((r, f"rank {r} received {rec.msgs_recv} messages; in a broadcast the "
-                           f"root receives none and every other rank exactly one"))
+            out.append((r, f"rank {r} received {amount(rec.msgs_recv, ' messages')}; in a "
+                           f"broadcast the root receives none and every other rank exactly one"))
     return out
 
 
@@ -340,7 +340,7 @@ def sizes_then_pairwise(case, inputs, records):
         sends = rec.sends()
         sizes = sends[:n - 1]
         if len(sizes) < n - 1 or any(e.bytes != 4 for e in sizes):
-            out.append((r, f"rank {r}'s first {n - 1} messages were "
+            out.append((r, f"rank {r}'s first {amount(n - 1, ' messages')} carried "
                            f"{[e.bytes for e in sizes]} B; the sizes go first, one int (4 B) to "
                            f"every other rank, then the payloads"))
             continue
