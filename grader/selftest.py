@@ -255,7 +255,7 @@ def test_crash(s):
 def test_cases(s):
     d = fresh("cases")
     plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
-            (2, "pending"), (4, "world"), (1, "note"), (2, "peek")]
+            (2, "pending"), (4, "world"), (1, "note"), (2, "peek"), (1, "nullout")]
     with open(os.path.join(d, "cases.txt"), "w") as f:
         f.write("# self-test cases\n")
         for k, (np_, fn) in enumerate(plan):
@@ -290,7 +290,9 @@ def test_cases(s):
                 expect = {"overrun": "WRONG wrote past the end of 'y' (5 x float32): element [5]",
                           "underrun": "WRONG wrote before the start of 'y'",
                           "modify": "WRONG modified its input 'x' (a const argument): element [1]",
-                          "note": "WRONG returned 3, expected 4"}.get(fn)
+                          "note": "WRONG returned 3, expected 4",
+                          "nullout": "WRONG output 'lost' should hold 3 elements but its "
+                                     "pointer is NULL"}.get(fn)
                 if fn == "pending" and rank == 0:
                     expect = "RULE MPI_Isend(to 1, tag 0, 4 B) was never completed"
                 if expect and expect not in notes:

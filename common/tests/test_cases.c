@@ -9,6 +9,7 @@
  *   world      all-reduces its rank over MPI_COMM_WORLD instead of its comm
  *   note       leaves a remark for the grader
  *   peek       tries to read rank 0's input file directly (refused in case mode)
+ *   nullout    hands back a NULL output that should hold elements
  */
 #include "xt.h"
 
@@ -55,6 +56,8 @@ static void run_case(xt_case *c)
             xt_array_free(&other);
         xt_case_output(c, "refused", &refused, XT_I32, 1);
     }
+    if (xt_case_is(c, "nullout"))
+        xt_case_output(c, "lost", NULL, XT_F32, 3);
     int32_t who[2] = {rank, np};
     xt_case_output(c, "y", y, XT_F32, x.count);
     xt_case_output(c, "who", who, XT_I32, 2);
