@@ -85,6 +85,11 @@ void xti_status_line(const char *kind, const char *text)
     p = put_int(buf, p, cap, xti.case_index >= 0 ? xti.case_rank : xti.rank);
     p = put_str(buf, p, cap, "\tworld=");
     p = put_int(buf, p, cap, xti.rank);
+    /* Wall-clock microseconds, so the grader can tell which rank failed first. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    p = put_str(buf, p, cap, "\tus=");
+    p = put_int(buf, p, cap, (long)now.tv_sec * 1000000L + now.tv_nsec / 1000);
     p = put_str(buf, p, cap, "\t");
     /* The text must stay on one line. */
     for (const char *s = text; *s && p + 2 < cap; s++)

@@ -57,7 +57,7 @@ extern xti_globals xti;
 
 /* core.c */
 double xti_now(void); /* monotonic seconds */
-/* Writes one tab-separated line "KIND\tcase=..\tgroup=..\trank=..\tworld=..\t<text>"
+/* Writes one tab-separated line "KIND\tcase=..\tgroup=..\trank=..\tworld=..\tus=..\t<text>"
  * to the status file (if any); async-signal-safe. */
 void xti_status_line(const char *kind, const char *text);
 XT_NORETURN void xti_abort(int code);

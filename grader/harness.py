@@ -114,6 +114,7 @@ class StatusLine:
     rank: int
     world: int
     text: str
+    us: int = 0  # when, in wall-clock microseconds
     backtrace: List[str] = dataclasses.field(default_factory=list)
 
 
@@ -141,15 +142,15 @@ def read_status(launch_dir, world):
                 else:
                     bt = []
                 continue
-            parts = line.split("\t", 5)
-            if len(parts) < 6:
+            parts = line.split("\t", 6)
+            if len(parts) < 7:
                 continue
             try:
-                vals = {p.split("=")[0]: int(p.split("=")[1]) for p in parts[1:5]}
+                vals = {p.split("=")[0]: int(p.split("=")[1]) for p in parts[1:6]}
             except (ValueError, IndexError):
                 continue
             out.append(StatusLine(parts[0], vals["case"], vals["group"], vals["rank"],
-                                  vals["world"], parts[5]))
+                                  vals["world"], parts[6], vals["us"]))
     return out
 
 
@@ -456,7 +457,7 @@ class Runner:
         crash = [s for s in mine if s.kind in ("CRASH", "ERROR")] or \
                 [s for s in status if s.kind in ("CRASH", "ERROR")]
         if crash:
-            s = crash[0]
+            s = min(crash, key=lambda line: line.us)  # the first failure, usually the cause
             lines = [f"{label}: rank {s.rank}: {s.text}"]
             frames = short_backtrace(s.backtrace, self.ex.binary, self.ex.source)
             if frames:

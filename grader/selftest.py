@@ -232,7 +232,7 @@ def test_todo(s):
 
 def test_crash(s):
     exe = os.path.join(TESTS_BIN, "test_crash")
-    cases = [("segv", r"CRASH.*rank=1.*signal 11 SIGSEGV", "a segfault names rank and signal"),
+    cases = [("segv", r"CRASH.*rank=1.*us=\d+.*signal 11 SIGSEGV", "a segfault names rank and signal"),
              ("mpierr", r"CRASH.*rank=0.*MPI_Send\(to 99, tag 0, 4 B\).*MPI_ERR_RANK",
               "an MPI error names the call and the error"),
              ("abort", r"CRASH.*rank=1.*MPI_Abort \(error code 7\)",
