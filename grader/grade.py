@@ -76,16 +76,12 @@ class Report:
             for ln in wrap(text, " " * 6):
                 self.line(ln)
         if r.verdict not in ("TODO", "BUILD"):
-            self.line(f"      read: docs/{t_lecture(t)}.md#{ex}")
+            self.line(f"      read: docs/{t.lecture}.md#{ex}")
         self.line(f"      rerun: {rerun}")
         if show_dir and r.launch_dir:
             where = os.path.relpath(r.launch_dir)
             self.line(f"      cases kept in {where}/")
             self.line(f"        (sh {where}/run.sh runs them again)")
-
-
-def t_lecture(test):
-    return getattr(test, "lecture", "lc1_basic")
 
 
 def rerun_command(args, lecture, exercise, seed):
@@ -156,7 +152,7 @@ def main():
             exact = [t for t in tests if args.ex in (t.exercise, t.name)]
             tests = exact or [t for t in tests if args.ex in t.exercise or args.ex in t.name]
         for t in tests:
-            t.lecture = lec
+            t.lecture = mod.LECTURE
         if not tests:
             continue
         matched += len(tests)

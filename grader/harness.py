@@ -385,6 +385,8 @@ class Runner:
             if dead_case is not None and not died_here and r.cases_run == 0 and first is None:
                 rerun.append(test)  # never reached: run it again in a new launch
                 continue
+            # Every case finished, yet the run failed (in MPI_Finalize, say): the
+            # last test is the one whose code ran last.
             if first is None and dead_case is None and res.returncode != 0 and test is tests[-1]:
                 first = self.classify_death(res, status, None, None, world)
             if first:
@@ -446,7 +448,7 @@ class Runner:
         return None
 
     def classify_death(self, res, status, case, k, world):
-        label = case.label if case else "start-up"
+        label = case.label if case else "after the last case"
         if k is not None:
             mine = [s for s in status if s.case == k]
         else:
@@ -484,7 +486,7 @@ class Runner:
         group = min(stuck) if stuck else (min(by_group) if by_group else None)
         ranks = sorted(by_group.get(group, hang), key=lambda s: s.rank)
         in_mpi = any(s.text.startswith("mpi:") for s in ranks)
-        label = case.label if case else "start-up"
+        label = case.label if case else "after the last case"
         if in_mpi:
             head = f"{label}: no progress for {limit:g} s; the ranks were blocked in:"
         else:

@@ -67,6 +67,7 @@ class Test:
     label: Callable = default_label
     watchdog: Optional[float] = None
     hint: str = ""  # shown under a failure
+    lecture: str = ""  # set from the table's LECTURE when the grader loads it
 
 
 def make_cases(test, specs):
