@@ -190,6 +190,7 @@ typedef struct {
     char persistent, active, used;
     int peer, tag;
     long bytes;
+    const char *lo, *hi; /* the buffer's bytes, [lo, hi): MPI's until completion */
 } request;
 static request *reqs;
 static size_t cap_reqs, n_reqs;
@@ -403,8 +404,55 @@ static void req_insert_raw(const request *r)
     reqs[i].used = 1;
 }
 
+/* The bytes a (buf, count, datatype) argument covers, as [*lo, *hi). */
+static void span(const void *buf, int count, MPI_Datatype dt, const char **lo, const char **hi)
+{
+    *lo = *hi = NULL;
+    MPI_Aint lb, extent, true_lb, true_extent;
+    if (!buf || buf == MPI_BOTTOM || count <= 0 || dt == MPI_DATATYPE_NULL ||
+        PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent(dt, &true_lb, &true_extent) != MPI_SUCCESS)
+        return;
+    (void)lb;
+    *lo = (const char *)buf + true_lb;
+    *hi = *lo + (MPI_Aint)(count - 1) * extent + true_extent;
+}
+
+static int reuse_noted; /* one note per case is enough */
+
+/*
+ * From a nonblocking call until its request completes, the buffer belongs to
+ * MPI: receiving into it, or sending from memory that a pending receive is
+ * filling, races with the transfer (two sends may share a buffer). Such a bug
+ * works on most runs, so it is caught here rather than by a wrong answer.
+ */
+static void check_buffer_free(int fn, char dir, const void *buf, int count, MPI_Datatype dt)
+{
+    if (!n_reqs || reuse_noted)
+        return;
+    const char *lo, *hi;
+    span(buf, count, dt, &lo, &hi);
+    if (lo == hi)
+        return;
+    for (size_t i = 0; i < cap_reqs; i++) {
+        const request *r = &reqs[i];
+        if (!r->used || !r->active || r->lo == r->hi || r->hi <= lo || hi <= r->lo)
+            continue;
+        if (dir == 'S' && r->dir == 'S')
+            continue;
+        reuse_noted = 1;
+        xti_note("RULE",
+                 "%s %s memory that %s(%s %d, tag %d) still owns: a buffer belongs to MPI "
+                 "until its request completes (MPI_Wait/MPI_Test), so each pending request "
+                 "needs its own buffer",
+                 fn_name[fn], dir == 'S' ? "sent from" : "received into", fn_name[r->fn],
+                 r->dir == 'S' ? "to" : "from", r->peer, r->tag);
+        return;
+    }
+}
+
 static void req_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, MPI_Comm comm,
-                    int persistent)
+                    int persistent, const void *buf, int count, MPI_Datatype dt)
 {
     if (h == MPI_REQUEST_NULL)
         return;
@@ -429,6 +477,7 @@ static void req_add(MPI_Request h, int fn, char dir, int peer, int tag, long byt
                  .peer = peer,
                  .tag = tag,
                  .bytes = bytes};
+    span(buf, count, dt, &r.lo, &r.hi);
     req_insert_raw(&r);
 }
 
@@ -564,6 +613,7 @@ void xt_mpi_stats_write(const char *path)
 void xti_case_stats_begin(void)
 {
     xt_mpi_stats_reset();
+    reuse_noted = 0;
     for (int i = 0; i < n_notes; i++)
         free(notes[i].text);
     n_notes = 0;
@@ -720,8 +770,10 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
 {
     long b = nbytes(count, dt);
     int outer = enter(FN(MPI_Send), dest, tag, b, comm);
-    if (outer)
+    if (outer) {
+        check_buffer_free(FN(MPI_Send), 'S', buf, count, dt);
         count_sent(FN(MPI_Send), dest, tag, b, comm_kind(comm));
+    }
     if (outer && strict_send)
         return leave(PMPI_Ssend(buf, count, dt, dest, tag, comm));
     return leave(PMPI_Send(buf, count, dt, dest, tag, comm));
@@ -731,8 +783,10 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
     int MPI_##name(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)  \
     {                                                                                              \
         long b = nbytes(count, dt);                                                                \
-        if (enter(FN(MPI_##name), dest, tag, b, comm))                                             \
+        if (enter(FN(MPI_##name), dest, tag, b, comm)) {                                           \
+            check_buffer_free(FN(MPI_##name), 'S', buf, count, dt);                                \
             count_sent(FN(MPI_##name), dest, tag, b, comm_kind(comm));                             \
+        }                                                                                          \
         return leave(PMPI_##name(buf, count, dt, dest, tag, comm));                                \
     }
 BLOCKING_SEND(Bsend)
@@ -746,11 +800,13 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
 {
     long b = nbytes(count, dt);
     int outer = enter(FN(MPI_Isend), dest, tag, b, comm);
+    if (outer)
+        check_buffer_free(FN(MPI_Isend), 'S', buf, count, dt);
     int rc = (outer && strict_send) ? PMPI_Issend(buf, count, dt, dest, tag, comm, req)
                                     : PMPI_Isend(buf, count, dt, dest, tag, comm, req);
     if (outer && rc == MPI_SUCCESS) {
         count_sent(FN(MPI_Isend), dest, tag, b, comm_kind(comm));
-        req_add(*req, FN(MPI_Isend), 'S', dest, tag, b, comm, 0);
+        req_add(*req, FN(MPI_Isend), 'S', dest, tag, b, comm, 0, buf, count, dt);
     }
     return leave(rc);
 }
@@ -761,10 +817,12 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
     {                                                                                              \
         long b = nbytes(count, dt);                                                                \
         int outer = enter(FN(MPI_##name), dest, tag, b, comm);                                     \
+        if (outer)                                                                                 \
+            check_buffer_free(FN(MPI_##name), 'S', buf, count, dt);                                \
         int rc = PMPI_##name(buf, count, dt, dest, tag, comm, req);                                \
         if (outer && rc == MPI_SUCCESS) {                                                          \
             count_sent(FN(MPI_##name), dest, tag, b, comm_kind(comm));                             \
-            req_add(*req, FN(MPI_##name), 'S', dest, tag, b, comm, 0);                             \
+            req_add(*req, FN(MPI_##name), 'S', dest, tag, b, comm, 0, buf, count, dt);             \
         }                                                                                          \
         return leave(rc);                                                                          \
     }
@@ -781,7 +839,7 @@ int MPI_Send_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag
     int rc = (outer && strict_send) ? PMPI_Ssend_init(buf, count, dt, dest, tag, comm, req)
                                     : PMPI_Send_init(buf, count, dt, dest, tag, comm, req);
     if (outer && rc == MPI_SUCCESS)
-        req_add(*req, FN(MPI_Send_init), 'S', dest, tag, b, comm, 1);
+        req_add(*req, FN(MPI_Send_init), 'S', dest, tag, b, comm, 1, buf, count, dt);
     return leave(rc);
 }
 
@@ -793,7 +851,7 @@ int MPI_Send_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag
         int outer = enter(FN(MPI_##name), peer, tag, b, comm);                                     \
         int rc = PMPI_##name(buf, count, dt, peer, tag, comm, req);                                \
         if (outer && rc == MPI_SUCCESS)                                                            \
-            req_add(*req, FN(MPI_##name), dir, peer, tag, b, comm, 1);                             \
+            req_add(*req, FN(MPI_##name), dir, peer, tag, b, comm, 1, buf, count, dt);             \
         return leave(rc);                                                                          \
     }
 PERSISTENT(Bsend_init, 'S')
@@ -807,7 +865,7 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_C
     int outer = enter(FN(MPI_Recv_init), src, tag, b, comm);
     int rc = PMPI_Recv_init(buf, count, dt, src, tag, comm, req);
     if (outer && rc == MPI_SUCCESS)
-        req_add(*req, FN(MPI_Recv_init), 'R', src, tag, b, comm, 1);
+        req_add(*req, FN(MPI_Recv_init), 'R', src, tag, b, comm, 1, buf, count, dt);
     return leave(rc);
 }
 
@@ -816,6 +874,11 @@ static void started(MPI_Request h)
     request *r = req_find(h);
     if (!r)
         return;
+    if (r->lo != r->hi && n_reqs > 1 && !reuse_noted) {
+        /* Compare against the others while this one is still inactive. */
+        const char *lo = r->lo;
+        check_buffer_free(r->fn, r->dir, lo, (int)(r->hi - r->lo), MPI_BYTE);
+    }
     r->active = 1;
     if (r->dir == 'S') {
         count_sent(r->fn, r->peer, r->tag, r->bytes, r->comm);
@@ -850,6 +913,8 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
     MPI_Status local;
     MPI_Status *st = STATUS_OR_LOCAL(status, local);
     int outer = enter(FN(MPI_Recv), src, tag, nbytes(count, dt), comm);
+    if (outer)
+        check_buffer_free(FN(MPI_Recv), 'R', buf, count, dt);
     int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
     if (outer && rc == MPI_SUCCESS)
         count_recv(FN(MPI_Recv), st, comm_kind(comm));
@@ -861,9 +926,11 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm 
 {
     long b = nbytes(count, dt);
     int outer = enter(FN(MPI_Irecv), src, tag, b, comm);
+    if (outer)
+        check_buffer_free(FN(MPI_Irecv), 'R', buf, count, dt);
     int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, req);
     if (outer && rc == MPI_SUCCESS)
-        req_add(*req, FN(MPI_Irecv), 'R', src, tag, b, comm, 0);
+        req_add(*req, FN(MPI_Irecv), 'R', src, tag, b, comm, 0, buf, count, dt);
     return leave(rc);
 }
 
@@ -875,6 +942,8 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int s
     long b = nbytes(scount, sdt);
     int outer = enter(FN(MPI_Sendrecv), dest, stag, b, comm);
     if (outer) {
+        check_buffer_free(FN(MPI_Sendrecv), 'S', sbuf, scount, sdt);
+        check_buffer_free(FN(MPI_Sendrecv), 'R', rbuf, rcount, rdt);
         set_second_peer(src, rtag);
         count_sent(FN(MPI_Sendrecv), dest, stag, b, comm_kind(comm));
     }
@@ -892,6 +961,7 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int st
     long b = nbytes(count, dt);
     int outer = enter(FN(MPI_Sendrecv_replace), dest, stag, b, comm);
     if (outer) {
+        check_buffer_free(FN(MPI_Sendrecv_replace), 'R', buf, count, dt);
         set_second_peer(src, rtag);
         count_sent(FN(MPI_Sendrecv_replace), dest, stag, b, comm_kind(comm));
     }
@@ -947,7 +1017,7 @@ int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Requ
     int outer = enter(FN(MPI_Imrecv), -1, -1, b, MPI_COMM_NULL);
     int rc = PMPI_Imrecv(buf, count, dt, msg, req);
     if (outer && rc == MPI_SUCCESS)
-        req_add(*req, FN(MPI_Imrecv), 'R', -1, -1, b, MPI_COMM_NULL, 0);
+        req_add(*req, FN(MPI_Imrecv), 'R', -1, -1, b, MPI_COMM_NULL, 0, buf, count, dt);
     return leave(rc);
 }
 
@@ -1126,7 +1196,7 @@ static int coll(int fn, long sent, long recvd, MPI_Comm comm)
 static int icoll_done(int fn, int outer, int rc, MPI_Request *req, long bytes, MPI_Comm comm)
 {
     if (outer && rc == MPI_SUCCESS)
-        req_add(*req, fn, 'C', -1, -1, bytes, comm, 0);
+        req_add(*req, fn, 'C', -1, -1, bytes, comm, 0, NULL, 0, MPI_DATATYPE_NULL);
     return leave(rc);
 }
 

@@ -164,7 +164,8 @@ def main():
         for t in tests:
             if t.exercise not in exercises:
                 exercises.append(t.exercise)
-        sources = {ex: os.path.normpath(os.path.join(tree, lec, ex + ".c")) for ex in exercises}
+        ext = ".cu" if args.device == "cuda" else ".c"
+        sources = {ex: os.path.normpath(os.path.join(tree, lec, ex + ext)) for ex in exercises}
         binaries = {ex: os.path.join("build", os.path.splitext(src)[0])
                     for ex, src in sources.items()}
 

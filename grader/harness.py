@@ -437,6 +437,16 @@ class Runner:
                         if hint:
                             lines.append(hint)
                         return Failure("WRONG", case, lines)
+            if test.check:
+                # Each rank's arrays by name: its outputs (an output overwrites the
+                # input file of the same name).
+                outs = [{f[len(f"g{g}.r{r}."):-4]: np.load(os.path.join(cdir, f))
+                         for f in sorted(os.listdir(cdir))
+                         if f.startswith(f"g{g}.r{r}.") and f.endswith(".npy")}
+                        for r in range(case.np)]
+                broken = test.check(case, inp, outs)
+                if broken:
+                    return Failure("WRONG", case, [f"{label}: {broken[0][1]}"])
             for r, rec in enumerate(group):
                 for kind, text in rec.notes:
                     if kind == "RULE":

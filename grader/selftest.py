@@ -255,7 +255,8 @@ def test_crash(s):
 def test_cases(s):
     d = fresh("cases")
     plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
-            (2, "pending"), (4, "world"), (1, "note"), (2, "peek"), (1, "nullout")]
+            (2, "pending"), (4, "world"), (1, "note"), (2, "peek"), (1, "nullout"),
+            (2, "reuse")]
     with open(os.path.join(d, "cases.txt"), "w") as f:
         f.write("# self-test cases\n")
         for k, (np_, fn) in enumerate(plan):
@@ -295,6 +296,9 @@ def test_cases(s):
                                      "pointer is NULL"}.get(fn)
                 if fn == "pending" and rank == 0:
                     expect = "RULE MPI_Isend(to 1, tag 0, 4 B) was never completed"
+                if fn == "reuse" and rank == 1:
+                    expect = ("RULE MPI_Irecv received into memory that MPI_Irecv(from 0, "
+                              "tag 0) still owns")
                 if expect and expect not in notes:
                     problems.append(f"case {k} ({fn}) rank {rank}: notes '{notes}' lack '{expect}'")
                 if not expect and notes:

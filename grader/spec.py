@@ -9,6 +9,11 @@ per function a student writes. Each says:
                           the plain single-process definition
   tolerance(case, inp, name, rank)   per-element absolute tolerance (0: exact)
   rules                   checks on how it was computed (the MPI counters)
+  check(case, inp, outs)  optional: a property of the outputs that no single
+                          expected array states (a barrier's timestamps, say);
+                          returns [(rank, message)], each a WRONG
+  device                  "cpu", or "cuda" for the programs graded by
+                          DEVICE=cuda (lcN/<exercise>.cu)
 
 The harness (grader/harness.py) runs the cases and applies these.
 """
@@ -68,6 +73,8 @@ class Test:
     watchdog: Optional[float] = None
     hint: str = ""  # shown under a failure
     lecture: str = ""  # set from the table's LECTURE when the grader loads it
+    check: Optional[Callable] = None  # (case, inputs, [ {name: array} per rank ]) -> [(rank, msg)]
+    device: str = "cpu"  # "cuda": graded only by DEVICE=cuda, from lcN/<exercise>.cu
 
 
 def make_cases(test, specs):

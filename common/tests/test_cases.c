@@ -6,6 +6,7 @@
  *   underrun   writes one element before its start
  *   modify     changes its const input
  *   pending    rank 0 starts a send to rank 1 and never waits for it
+ *   reuse      rank 1 posts two receives into one buffer (rank 0 sends two)
  *   world      all-reduces its rank over MPI_COMM_WORLD instead of its comm
  *   note       leaves a remark for the grader
  *   peek       tries to read rank 0's input file directly (refused in case mode)
@@ -39,6 +40,19 @@ static void run_case(xt_case *c)
         } else if (rank == 1) {
             MPI_Recv(&v, 1, MPI_INT, 0, 0, comm, MPI_STATUS_IGNORE);
         }
+    }
+    if (xt_case_is(c, "reuse") && np > 1) {
+        int v[2] = {1, 2}, into = 0;
+        MPI_Request r[2];
+        if (rank == 0) {
+            MPI_Isend(&v[0], 1, MPI_INT, 1, 0, comm, &r[0]);
+            MPI_Isend(&v[1], 1, MPI_INT, 1, 1, comm, &r[1]);
+        } else if (rank == 1) {
+            MPI_Irecv(&into, 1, MPI_INT, 0, 0, comm, &r[0]);
+            MPI_Irecv(&into, 1, MPI_INT, 0, 1, comm, &r[1]);
+        }
+        if (rank < 2)
+            MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
     }
     if (xt_case_is(c, "world")) {
         int me = rank, sum = 0;

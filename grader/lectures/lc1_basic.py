@@ -377,3 +377,14 @@ ALLTOALLV = Test(
 
 TESTS = [CHAIN, RING_SHIFT, RING_SHIFT_SENDRECV, BCAST_LINEAR, BCAST_BINOMIAL, REDUCE_SCATTER,
          RING_ALLREDUCE, ALLTOALLV]
+
+# Parts of this table still being written live in their own modules until
+# they are merged here.
+import importlib as _importlib  # noqa: E402
+
+for _part in ("lc1_part_comm", "lc1_part_trees", "lc1_part_more", "lc1_part_cuda"):
+    try:
+        TESTS = TESTS + _importlib.import_module(f"lectures.{_part}").TESTS
+    except ModuleNotFoundError as _e:
+        if _e.name != f"lectures.{_part}":
+            raise
