@@ -96,7 +96,8 @@ deps:
 
 demo:
 	@py=$$(grader/setup.sh) && "$$py" grader/demo.py $(if $(EX),--ex $(EX)) $(if $(NP),--np $(NP)) \
-		$(if $(filter 0,$(SOL)),--student) $(if $(ARGS),--args="$(ARGS)")
+		$(if $(filter 0,$(SOL)),--student) $(if $(ARGS),--args="$(ARGS)") \
+		$(if $(filter 1,$(TRACE)),--trace)
 
 bench:
 	@echo "make bench: the bandwidth benchmarks of lecture 1 are not written yet;"; \
@@ -116,7 +117,8 @@ help:
 	@echo "make grade LC=1          grade lecture 1's student tree (SOL=1: the solutions;"
 	@echo "                         EX=name: one exercise; SEED=n: the same inputs again)"
 	@echo "make test                the project's tests: libxt, stubs, solutions, mutants"
-	@echo "make demo EX=name NP=4   run a solution in lecture mode (SOL=0: your own)"
+	@echo "make demo EX=name NP=4   run a solution in lecture mode (SOL=0: your own;"
+	@echo "                         TRACE=1: a timeline for https://ui.perfetto.dev)"
 	@echo "make deps                install what is missing (Open MPI, NumPy, a compiler)"
 	@echo "make stubs               regenerate the student tree from solutions/"
 	@echo "make format              clang-format every C file"

@@ -406,6 +406,7 @@ void xt_init(int *argc, char ***argv)
     int strict = !(xt_arg_flag("no-strict") || (env_strict && strcmp(env_strict, "0") == 0));
     xti_pmpi_init();
     xt_strict_send(strict);
+    xti_trace_init();
 
     const char *env_wd = getenv("XT_WATCHDOG");
     xti.watchdog_limit = xt_arg_double("watchdog", env_wd ? atof(env_wd) : (cases ? 10.0 : 60.0));
@@ -426,6 +427,7 @@ void xt_finalize(void)
         xt_mpi_stats_write(path);
     }
     xti_watchdog_stop();
+    xti_trace_write();
     fflush(stdout);
     /* Let every rank's output reach mpirun before the run ends. */
     PMPI_Barrier(MPI_COMM_WORLD);

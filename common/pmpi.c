@@ -275,6 +275,8 @@ static void end_write(void)
  * Enters a wrapped call: counts it and records it as the call in progress.
  * Returns 1 for the outermost call (the one the exercise made).
  */
+static double trace_t0; /* when the outermost call began, on the trace's clock */
+
 static int enter(int fn, int peer, int tag, long bytes, MPI_Comm comm)
 {
     if (depth++ > 0)
@@ -293,6 +295,7 @@ static int enter(int fn, int peer, int tag, long bytes, MPI_Comm comm)
     call.n_pending = call.n_more = 0;
     call.since = xti_now();
     end_write();
+    trace_t0 = xti_trace_clock();
     return 1;
 }
 
@@ -308,6 +311,7 @@ static void set_second_peer(int peer, int tag)
 static int leave(int rc)
 {
     if (--depth == 0) {
+        xti_trace_mpi(fn_name[call.fn], trace_t0, call.peer, call.bytes);
         begin_write();
         call.last_fn = call.fn;
         call.fn = -1;

@@ -14,6 +14,7 @@
  *   - a watchdog that, when a case runs too long, prints the MPI call each
  *     rank is blocked in and ends the run;
  *   - case mode, the protocol the grader drives programs with;
+ *   - a timeline trace of MPI calls and named ranges (XT_TRACE=1);
  *   - CUDA helpers (xt_cuda_*), compiled with `make CUDA=1`.
  *
  * docs/grader.md describes case mode and the instrumentation files.
@@ -167,6 +168,18 @@ void xt_mpi_stats_write(const char *path);
 /* Strict send: MPI_Send and MPI_Isend behave as MPI_Ssend and MPI_Issend. */
 void xt_strict_send(int on);
 int xt_strict_send_enabled(void);
+
+/* ------------------------------------------------------------------- tracing */
+
+/*
+ * With XT_TRACE=1 (or --trace=1; --trace=FILE.json names the file) every MPI
+ * call and every range named here is kept, and xt_finalize writes one Chrome
+ * trace-event JSON for all ranks: build/trace/<program>.trace.json. Open it
+ * in https://ui.perfetto.dev. Without tracing these cost one branch.
+ */
+void xt_trace_begin(const char *name); /* a named range on this rank's timeline */
+void xt_trace_end(void);               /* ends the innermost open range */
+int xt_trace_enabled(void);
 
 /* -------------------------------------------------------------------- watchdog */
 

@@ -64,6 +64,12 @@ XT_NORETURN void xti_abort(int code);
 
 /* pmpi.c */
 void xti_pmpi_init(void);
+
+/* trace.c: the XT_TRACE timeline. */
+void xti_trace_init(void);
+double xti_trace_clock(void); /* seconds since the run's origin; 0 when not tracing */
+void xti_trace_mpi(const char *fn, double t0, int peer, long bytes);
+void xti_trace_write(void);
 void xti_case_stats_begin(void);
 /* Writes stats, events and notes of the finished case, then clears them. */
 void xti_case_stats_write(const char *path, double seconds);

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""make demo EX=fun_ring_allreduce NP=4 [SOL=0] [ARGS="--count 5"]
+"""make demo EX=fun_ring_allreduce NP=4 [SOL=0] [ARGS="--count 5"] [TRACE=1]
 
 Builds one exercise and runs it in lecture mode: a small readable input, and
 every rank's before and after, printed in rank order. The solution by
-default; SOL=0 runs the student's own file.
+default; SOL=0 runs the student's own file. TRACE=1 also writes the run's
+timeline (build/trace/<exercise>.trace.json, for https://ui.perfetto.dev).
 """
 
 import argparse
@@ -27,14 +28,16 @@ def main():
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--student", action="store_true", help="run the student's file")
     ap.add_argument("--args", default="", help="extra program options, e.g. '--count 5'")
+    ap.add_argument("--trace", action="store_true", help="write a timeline trace of the run")
     args = ap.parse_args()
     os.chdir(os.path.dirname(HERE))
 
     tree = "." if args.student else "solutions"
-    found = sorted(glob.glob(os.path.join(tree, "lc*", f"{args.ex}.c"))) if args.ex else []
+    found = sorted(glob.glob(os.path.join(tree, "lc*", f"{args.ex}.c")) +
+                   glob.glob(os.path.join(tree, "lc*", f"{args.ex}.cu"))) if args.ex else []
     if not found:
         names = sorted({os.path.splitext(os.path.basename(p))[0]
-                        for p in glob.glob("solutions/lc*/*.c")})
+                        for p in glob.glob("solutions/lc*/*.c") + glob.glob("solutions/lc*/*.cu")})
         print(f"demo: {'no exercise ' + repr(args.ex) if args.ex else 'which exercise?'} "
               f"(EX=name); there are:\n  " + "\n  ".join(names), file=sys.stderr)
         return 2
@@ -43,7 +46,8 @@ def main():
     build = subprocess.run(["make", "-s", "--no-print-directory", binary])
     if build.returncode != 0:
         return build.returncode
-    cmd = launch.mpirun_command(args.np, [binary] + shlex.split(args.args))
+    extra = shlex.split(args.args) + (["--trace=1"] if args.trace else [])
+    cmd = launch.mpirun_command(args.np, [binary] + extra)
     print(f"$ {launch.shell_line(cmd)}", flush=True)
     launch.install_signal_handlers()
     banner = BannerFilter()

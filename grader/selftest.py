@@ -230,6 +230,35 @@ def test_todo(s):
              lines + tail(r.output), f"({took:.1f} s)")
 
 
+def test_trace(s):
+    d = fresh("trace")
+    path = os.path.join(d, "run.json")
+    r = mpirun(3, [os.path.join(TESTS_BIN, "test_trace"), f"--trace={path}"])
+    problems = [] if r.returncode == 0 else tail(r.output)
+    try:
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    except (OSError, ValueError, KeyError) as e:
+        events = []
+        problems.append(f"{path}: {e}")
+    for rank in range(3):
+        mine = [e for e in events if e.get("pid") == rank and e.get("ph") == "X"]
+        names = [e["name"] for e in mine]
+        step = [e for e in mine if e["name"] == 'step "1"']
+        send = [e for e in mine if e["name"] == "MPI_Sendrecv"]
+        if not (step and send and "left open" in names and "MPI_Barrier" in names):
+            problems.append(f"rank {rank}: events {names}")
+            continue
+        # The exchange lies inside its named range, and the peer is the right neighbour.
+        a, b = step[0], send[0]
+        if not (a["ts"] <= b["ts"] and b["ts"] + b["dur"] <= a["ts"] + a["dur"] + 1e-3):
+            problems.append(f"rank {rank}: MPI_Sendrecv {b} outside its range {a}")
+        if b.get("args", {}).get("peer") != (rank + 1) % 3:
+            problems.append(f"rank {rank}: MPI_Sendrecv args {b.get('args')}")
+    s.record("trace: one Chrome trace JSON for all ranks, MPI calls inside named ranges",
+             not problems, problems)
+
+
 def test_crash(s):
     exe = os.path.join(TESTS_BIN, "test_crash")
     cases = [("segv", r"CRASH.*rank=1.*us=\d+.*signal 11 SIGSEGV", "a segfault names rank and signal"),
@@ -530,7 +559,7 @@ def test_cuda(s):
 def libxt(s):
     s.section("libxt")
     for t in (test_npy, test_pmpi, test_strict, test_watchdog, test_todo, test_crash, test_cases,
-              test_cuda):
+              test_trace, test_cuda):
         t(s)
 
 
