@@ -776,6 +776,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
     int outer = enter(FN(MPI_Send), dest, tag, b, comm);
     if (outer) {
         check_buffer_free(FN(MPI_Send), 'S', buf, count, dt);
+        xti_watch_send(buf, count, dt, dest);
         count_sent(FN(MPI_Send), dest, tag, b, comm_kind(comm));
     }
     if (outer && strict_send)
@@ -789,6 +790,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
         long b = nbytes(count, dt);                                                                \
         if (enter(FN(MPI_##name), dest, tag, b, comm)) {                                           \
             check_buffer_free(FN(MPI_##name), 'S', buf, count, dt);                                \
+            xti_watch_send(buf, count, dt, dest);                                                  \
             count_sent(FN(MPI_##name), dest, tag, b, comm_kind(comm));                             \
         }                                                                                          \
         return leave(PMPI_##name(buf, count, dt, dest, tag, comm));                                \
@@ -804,8 +806,10 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
 {
     long b = nbytes(count, dt);
     int outer = enter(FN(MPI_Isend), dest, tag, b, comm);
-    if (outer)
+    if (outer) {
         check_buffer_free(FN(MPI_Isend), 'S', buf, count, dt);
+        xti_watch_send(buf, count, dt, dest);
+    }
     int rc = (outer && strict_send) ? PMPI_Issend(buf, count, dt, dest, tag, comm, req)
                                     : PMPI_Isend(buf, count, dt, dest, tag, comm, req);
     if (outer && rc == MPI_SUCCESS) {
@@ -821,8 +825,10 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
     {                                                                                              \
         long b = nbytes(count, dt);                                                                \
         int outer = enter(FN(MPI_##name), dest, tag, b, comm);                                     \
-        if (outer)                                                                                 \
+        if (outer) {                                                                               \
             check_buffer_free(FN(MPI_##name), 'S', buf, count, dt);                                \
+            xti_watch_send(buf, count, dt, dest);                                                  \
+        }                                                                                          \
         int rc = PMPI_##name(buf, count, dt, dest, tag, comm, req);                                \
         if (outer && rc == MPI_SUCCESS) {                                                          \
             count_sent(FN(MPI_##name), dest, tag, b, comm_kind(comm));                             \
@@ -920,8 +926,10 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
     if (outer)
         check_buffer_free(FN(MPI_Recv), 'R', buf, count, dt);
     int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
-    if (outer && rc == MPI_SUCCESS)
+    if (outer && rc == MPI_SUCCESS) {
         count_recv(FN(MPI_Recv), st, comm_kind(comm));
+        xti_watch_recv(buf, count, dt, st->MPI_SOURCE);
+    }
     return leave(rc);
 }
 
@@ -930,8 +938,10 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm 
 {
     long b = nbytes(count, dt);
     int outer = enter(FN(MPI_Irecv), src, tag, b, comm);
-    if (outer)
+    if (outer) {
         check_buffer_free(FN(MPI_Irecv), 'R', buf, count, dt);
+        xti_watch_recv(buf, count, dt, src);
+    }
     int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, req);
     if (outer && rc == MPI_SUCCESS)
         req_add(*req, FN(MPI_Irecv), 'R', src, tag, b, comm, 0, buf, count, dt);
@@ -948,12 +958,15 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int s
     if (outer) {
         check_buffer_free(FN(MPI_Sendrecv), 'S', sbuf, scount, sdt);
         check_buffer_free(FN(MPI_Sendrecv), 'R', rbuf, rcount, rdt);
+        xti_watch_send(sbuf, scount, sdt, dest);
         set_second_peer(src, rtag);
         count_sent(FN(MPI_Sendrecv), dest, stag, b, comm_kind(comm));
     }
     int rc = PMPI_Sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, src, rtag, comm, st);
-    if (outer && rc == MPI_SUCCESS)
+    if (outer && rc == MPI_SUCCESS) {
         count_recv(FN(MPI_Sendrecv), st, comm_kind(comm));
+        xti_watch_recv(rbuf, rcount, rdt, st->MPI_SOURCE);
+    }
     return leave(rc);
 }
 
@@ -966,12 +979,15 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int st
     int outer = enter(FN(MPI_Sendrecv_replace), dest, stag, b, comm);
     if (outer) {
         check_buffer_free(FN(MPI_Sendrecv_replace), 'R', buf, count, dt);
+        xti_watch_send(buf, count, dt, dest);
         set_second_peer(src, rtag);
         count_sent(FN(MPI_Sendrecv_replace), dest, stag, b, comm_kind(comm));
     }
     int rc = PMPI_Sendrecv_replace(buf, count, dt, dest, stag, src, rtag, comm, st);
-    if (outer && rc == MPI_SUCCESS)
+    if (outer && rc == MPI_SUCCESS) {
         count_recv(FN(MPI_Sendrecv_replace), st, comm_kind(comm));
+        xti_watch_recv(buf, count, dt, st->MPI_SOURCE);
+    }
     return leave(rc);
 }
 
@@ -1774,7 +1790,8 @@ int MPI_Rget_accumulate(const void *o, int oc, MPI_Datatype ot, void *res, int r
 
 int MPI_Reduce_local(const void *in, void *inout, int n, MPI_Datatype dt, MPI_Op op)
 {
-    enter(FN(MPI_Reduce_local), -1, -1, nbytes(n, dt), MPI_COMM_NULL);
+    if (enter(FN(MPI_Reduce_local), -1, -1, nbytes(n, dt), MPI_COMM_NULL))
+        xti_watch_fold(inout, n, dt);
     return leave(PMPI_Reduce_local(in, inout, n, dt, op));
 }
 

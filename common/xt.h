@@ -77,6 +77,19 @@ void xt_print_buffer_ordered(MPI_Comm comm, const char *label, const void *buf, 
 /* Formats up to `cap` bytes of "[v0 v1 ...]"; long buffers are elided in the middle. */
 void xt_format_buffer(char *out, size_t cap, const void *buf, int count, MPI_Datatype dt);
 
+/*
+ * Follows one buffer through an algorithm, for lectures. After
+ * xt_watch_begin, every message this rank sends from or receives into `buf`
+ * and every MPI_Reduce_local into it is noted; a step begins at each send.
+ * xt_watch_print (collective over comm) then prints, step by step and in
+ * rank order, which chunk each rank sent and received and the buffer after
+ * the step. Chunks are cut as the ring exercises cut them: nchunks pieces,
+ * the first count % nchunks one element longer. phase(step, np), if given,
+ * names the phase a step (from 0) belongs to.
+ */
+void xt_watch_begin(const void *buf, int count, MPI_Datatype dt, int nchunks);
+void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np));
+
 /* -------------------------------------------------------------------- errors */
 
 XT_NORETURN void xt_die_at(const char *file, int line, const char *fmt, ...) XT_PRINTF(3, 4);

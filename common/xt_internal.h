@@ -65,6 +65,11 @@ XT_NORETURN void xti_abort(int code);
 /* pmpi.c */
 void xti_pmpi_init(void);
 
+/* watch.c: what the PMPI layer tells xt_watch about the watched buffer. */
+void xti_watch_send(const void *buf, int count, MPI_Datatype dt, int peer);
+void xti_watch_recv(const void *buf, int count, MPI_Datatype dt, int peer);
+void xti_watch_fold(const void *buf, int count, MPI_Datatype dt);
+
 /* trace.c: the XT_TRACE timeline. */
 void xti_trace_init(void);
 double xti_trace_clock(void); /* seconds since the run's origin; 0 when not tracing */

@@ -472,11 +472,14 @@ def test_grades(s):
     bad = []
     for src in demos:
         exe = os.path.join("build", os.path.splitext(src)[0])
-        r = mpirun(3, [exe], timeout=60)
-        if r.returncode != 0 or "[r2]" not in r.output:
-            bad.append(f"{src}: exit {r.returncode}: " + " | ".join(tail(r.output, 4)))
-    s.record(f"demos: all {len(demos)} solutions run in lecture mode and print every rank",
-             not bad, bad)
+        r = mpirun(4, [exe], timeout=60)
+        wide = [ln for ln in r.output.splitlines() if len(ln) > 80]
+        if r.returncode != 0 or "[r3]" not in r.output or wide:
+            bad.append(f"{src}: exit {r.returncode}: " + " | ".join(wide[:2] or tail(r.output, 4)))
+        if src.endswith("fun_ring_allreduce.c") and "step 6 (all-gather)" not in r.output:
+            bad.append(f"{src}: the ring's steps are not shown: " + " | ".join(tail(r.output, 4)))
+    s.record(f"demos: all {len(demos)} solutions run in lecture mode at np=4, print every rank "
+             f"within 80 columns; the ring shows its steps", not bad, bad)
     s.section("student tree (make grade LC=1)")
     got = grade(s, ["--lc", "1"], "stubs", "TODO")
     if got:

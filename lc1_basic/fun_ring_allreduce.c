@@ -51,7 +51,17 @@ static void run_case(xt_case *c)
     xt_case_output(c, "x", x.data, x.dtype, x.count);
 }
 
-/* Rank r holds 10 r + i at element i; all-reduce with sum. */
+static const char *ring_phase(int step, int np)
+{
+    return step < np - 1 ? "reduce-scatter" : "all-gather";
+}
+
+/*
+ * Rank r holds 10 r + i at element i; all-reduce with sum. Every step shows
+ * the chunk each rank sends right and the one it receives from the left,
+ * then its buffer, chunks split by bars: the partial sums grow one
+ * contribution per hop, then the finished chunks travel around.
+ */
 static void demo(MPI_Comm comm)
 {
     int rank, np;
@@ -62,7 +72,9 @@ static void demo(MPI_Comm comm)
     for (int i = 0; i < count; i++)
         x[i] = 10 * rank + i;
     xt_print_buffer_ordered(comm, "before: ", x, count, MPI_INT);
+    xt_watch_begin(x, count, MPI_INT, np);
     ring_allreduce(x, count, MPI_INT, MPI_SUM, comm);
+    xt_watch_print(comm, ring_phase);
     xt_print_buffer_ordered(comm, "after:  ", x, count, MPI_INT);
     free(x);
 }

@@ -82,7 +82,12 @@ static void run_case(xt_case *c)
     xt_case_output(c, "y", y, x.dtype, recvcounts[rank]);
 }
 
-/* Rank r holds 100 r + i at element i; block i has i + 1 elements; sum. */
+/*
+ * Rank r holds 100 r + i at element i; block i has i + 1 elements; sum. The
+ * steps show each message by its length, which names the block it carries
+ * (the partial sums live in the algorithm's scratch copy; make demo
+ * EX=fun_ring_allreduce shows them step by step).
+ */
 static void demo(MPI_Comm comm)
 {
     int rank, np;
@@ -95,7 +100,9 @@ static void demo(MPI_Comm comm)
     for (int i = 0; i < total; i++)
         x[i] = 100 * rank + i;
     xt_print_buffer_ordered(comm, "send: ", x, total, MPI_INT);
+    xt_watch_begin(x, total, MPI_INT, np);
     reduce_scatter_ring(x, y, counts, MPI_INT, MPI_SUM, comm);
+    xt_watch_print(comm, NULL);
     xt_print_buffer_ordered(comm, "recv: ", y, counts[rank], MPI_INT);
     free(x);
     free(y);

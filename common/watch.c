@@ -1,0 +1,262 @@
+/*
+ * watch.c: lecture mode's view of one buffer going through an algorithm.
+ *
+ * Between xt_watch_begin and xt_watch_print the PMPI layer tells this file
+ * about every message sent from or received into the watched buffer and
+ * every MPI_Reduce_local into it. A step begins at each send, and the buffer
+ * is copied as it is when the next step begins (or the algorithm ends), so
+ * the print shows, per step and rank, which chunk went where and what the
+ * buffer held afterwards: the partial sums of a ring, step by step. The
+ * record comes from the MPI calls themselves, so it shows whatever the code
+ * under the watch did, a student's own included.
+ */
+#include "xt_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_STEPS = 64, MAX_WATCH_BYTES = 1 << 16 };
+
+typedef struct {
+    int to, sent_a, sent_b;   /* to: -1 if nothing sent; a = b = -1: not from the buffer */
+    int from, recv_a, recv_b; /* from: -1 if nothing received; a = -1: into scratch */
+    int fold_a, fold_b;       /* like recv_a, recv_b: where MPI_Reduce_local reduced into */
+    int folded, touched;      /* a reduction happened; the watched buffer was used */
+    char *after;              /* the buffer when the step ended */
+} step;
+
+static struct {
+    int on;
+    const char *base;
+    int count, size, nchunks;
+    MPI_Datatype dt;
+    step steps[MAX_STEPS];
+    int n;
+    int overflow; /* steps past MAX_STEPS were not kept */
+} w;
+
+void xt_watch_begin(const void *buf, int count, MPI_Datatype dt, int nchunks)
+{
+    int size;
+    PMPI_Type_size(dt, &size);
+    XT_CHECK((long)count * size <= MAX_WATCH_BYTES,
+             "xt_watch_begin: %d elements is more than a demo can show", count);
+    memset(&w, 0, sizeof w);
+    w.on = 1;
+    w.base = buf;
+    w.count = count;
+    w.size = size;
+    w.dt = dt;
+    w.nchunks = nchunks > 0 ? nchunks : 1;
+}
+
+/*
+ * [*a, *b) in elements of the watched buffer; outside it, *a = -1 and *b is
+ * the element count (a scratch buffer's chunk is told by its length).
+ */
+static void range(const void *buf, int count, MPI_Datatype dt, int *a, int *b)
+{
+    int size = 0;
+    PMPI_Type_size(dt, &size);
+    long off = (const char *)buf - w.base, len = (long)count * size;
+    if (!buf || off < 0 || off + len > (long)w.count * w.size || off % w.size) {
+        *a = -1;
+        *b = count;
+        return;
+    }
+    *a = (int)(off / w.size);
+    *b = (int)((off + len) / w.size);
+}
+
+static char *snapshot(void)
+{
+    char *copy = xt_malloc((size_t)w.count * (size_t)w.size + 1);
+    memcpy(copy, w.base, (size_t)w.count * (size_t)w.size);
+    return copy;
+}
+
+static step *new_step(void)
+{
+    if (w.n > 0 && !w.steps[w.n - 1].after)
+        w.steps[w.n - 1].after = snapshot();
+    if (w.n == MAX_STEPS) {
+        w.overflow = 1;
+        return NULL;
+    }
+    step *s = &w.steps[w.n++];
+    *s = (step){-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, NULL};
+    return s;
+}
+
+static step *current(void)
+{
+    return w.n > 0 ? &w.steps[w.n - 1] : new_step();
+}
+
+void xti_watch_send(const void *buf, int count, MPI_Datatype dt, int peer)
+{
+    if (!w.on || peer < 0)
+        return;
+    step *s = w.n > 0 && w.steps[w.n - 1].to < 0 ? current() : new_step();
+    if (!s)
+        return;
+    s->to = peer;
+    range(buf, count, dt, &s->sent_a, &s->sent_b);
+    s->touched |= s->sent_a >= 0;
+}
+
+void xti_watch_recv(const void *buf, int count, MPI_Datatype dt, int peer)
+{
+    if (!w.on || peer < 0)
+        return;
+    step *s = current();
+    if (!s)
+        return;
+    s->from = peer;
+    range(buf, count, dt, &s->recv_a, &s->recv_b);
+    s->touched |= s->recv_a >= 0;
+}
+
+void xti_watch_fold(const void *buf, int count, MPI_Datatype dt)
+{
+    if (!w.on)
+        return;
+    step *s = current();
+    if (!s)
+        return;
+    range(buf, count, dt, &s->fold_a, &s->fold_b);
+    s->folded = 1;
+    s->touched |= s->fold_a >= 0;
+}
+
+static int chunk_start(int i)
+{
+    int rem = w.count % w.nchunks;
+    return i * (w.count / w.nchunks) + (i < rem ? i : rem);
+}
+
+/* "c3" when [a, b) is chunk 3, else "[a:b]"; "n elts" outside the buffer. */
+static void name_range(char *out, size_t cap, int a, int b)
+{
+    if (a < 0) {
+        snprintf(out, cap, "%d elt%s", b, b == 1 ? "" : "s");
+        return;
+    }
+    for (int c = 0; c < w.nchunks; c++)
+        if (chunk_start(c) == a && chunk_start(c + 1) == b && a < b) {
+            snprintf(out, cap, "c%d", c);
+            return;
+        }
+    snprintf(out, cap, "[%d:%d]", a, b);
+}
+
+static void format_value(char *out, size_t cap, const char *p)
+{
+    if (w.dt == MPI_INT)
+        snprintf(out, cap, "%d", *(const int *)p);
+    else if (w.dt == MPI_FLOAT)
+        snprintf(out, cap, "%g", (double)*(const float *)p);
+    else if (w.dt == MPI_DOUBLE)
+        snprintf(out, cap, "%g", *(const double *)p);
+    else if (w.dt == MPI_LONG || w.dt == MPI_INT64_T)
+        snprintf(out, cap, "%ld", *(const long *)p);
+    else
+        snprintf(out, cap, "?");
+}
+
+static int widest(const char *buf)
+{
+    int most = 1;
+    char v[64];
+    for (int i = 0; i < w.count; i++) {
+        format_value(v, sizeof v, buf + (size_t)i * (size_t)w.size);
+        int n = (int)strlen(v);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+/* The buffer with a bar between chunks: [ 0  1| 2  3| 4]. */
+static void format_chunks(char *out, size_t cap, const char *buf, int width)
+{
+    size_t pos = 0;
+    pos += (size_t)snprintf(out + pos, cap - pos, "[");
+    int c = 1;
+    for (int i = 0; i < w.count && pos < cap; i++) {
+        char v[64];
+        format_value(v, sizeof v, buf + (size_t)i * (size_t)w.size);
+        while (c < w.nchunks && chunk_start(c) == i && i > 0) {
+            pos += (size_t)snprintf(out + pos, cap - pos, "|");
+            c++;
+        }
+        pos += (size_t)snprintf(out + pos, cap - pos, "%s%*s", i && out[pos - 1] != '|' ? " " : "",
+                                width, v);
+    }
+    if (pos < cap)
+        snprintf(out + pos, cap - pos, "]");
+}
+
+void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np))
+{
+    XT_CHECK(w.on, "xt_watch_print without xt_watch_begin");
+    if (w.n > 0 && !w.steps[w.n - 1].after)
+        w.steps[w.n - 1].after = snapshot();
+    w.on = 0;
+    int rank, np, n = w.n, most = 0, width = 1;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &np);
+    for (int k = 0; k < w.n; k++) {
+        int wk = widest(w.steps[k].after);
+        width = wk > width ? wk : width;
+    }
+    PMPI_Allreduce(&n, &most, 1, MPI_INT, MPI_MAX, comm);
+    PMPI_Allreduce(MPI_IN_PLACE, &width, 1, MPI_INT, MPI_MAX, comm);
+    /* A buffer the algorithm never touched (it works on a copy) is not worth showing. */
+    int any_touched = 0;
+    for (int k = 0; k < w.n; k++)
+        any_touched |= w.steps[k].touched;
+    PMPI_Allreduce(MPI_IN_PLACE, &any_touched, 1, MPI_INT, MPI_MAX, comm);
+    for (int k = 0; k < most; k++) {
+        const char *label = phase ? phase(k, np) : NULL;
+        if (rank == 0) {
+            printf("step %d%s%s%s\n", k + 1, label ? " (" : "", label ? label : "",
+                   label ? ")" : "");
+            fflush(stdout);
+        }
+        char line[1024] = "", sent[48] = "", got[64] = "", buf[768] = "";
+        if (k < w.n) {
+            const step *s = &w.steps[k];
+            char what[24];
+            if (s->to >= 0) {
+                name_range(what, sizeof what, s->sent_a, s->sent_b);
+                snprintf(sent, sizeof sent, "%s -> r%d", what, s->to);
+            }
+            if (s->from >= 0) {
+                name_range(what, sizeof what, s->recv_a, s->recv_b);
+                if (s->recv_a < 0 && s->fold_a >= 0)
+                    name_range(what, sizeof what, s->fold_a, s->fold_b);
+                snprintf(got, sizeof got, "%s <- r%d%s", what, s->from,
+                         s->folded ? " (reduced in)" : "");
+            } else if (s->folded) {
+                name_range(what, sizeof what, s->fold_a, s->fold_b);
+                snprintf(got, sizeof got, "reduced into %s", what);
+            }
+            if (any_touched)
+                format_chunks(buf, sizeof buf, s->after, width);
+            snprintf(line, sizeof line, "%-13s %-22s %s", sent, got, buf);
+        } else {
+            snprintf(line, sizeof line, "%-13s %-22s %s", "", "", "(done)");
+        }
+        for (size_t len = strlen(line); len > 0 && line[len - 1] == ' '; len--)
+            line[len - 1] = '\0';
+        xt_printf_ordered(comm, "%s", line);
+    }
+    int lost = w.overflow, any_lost = 0;
+    PMPI_Allreduce(&lost, &any_lost, 1, MPI_INT, MPI_MAX, comm);
+    if (rank == 0 && any_lost)
+        printf("(only the first %d steps were kept)\n", MAX_STEPS);
+    for (int k = 0; k < w.n; k++)
+        free(w.steps[k].after);
+    w.n = 0;
+}
