@@ -24,6 +24,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -128,6 +129,7 @@ class Outcome:
     details: list
     seconds: float
     about: str = ""
+    skipped: bool = False  # a CUDA mutant on a machine without a GPU: compiled only
 
 
 # Mutants that hang are caught sooner with a shorter watchdog; correct cases
@@ -158,6 +160,9 @@ def run_one(path, seed, python):
     cmd = [python, os.path.join(HERE, "grade.py"), "--lc", m.lecture, "--tree", tree,
            "--ex", exercise, "--seed", str(seed), "--json", report, "--quiet",
            "--watchdog", str(MUTANT_WATCHDOG)]
+    cuda = m.target.endswith(".cu")
+    if cuda:
+        cmd += ["--device", "cuda"]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     seconds = time.monotonic() - start
     try:
@@ -171,6 +176,8 @@ def run_one(path, seed, python):
     if not tests:
         return Outcome(name, False, f"no test named {m.test}", [], seconds, m.about)
     t = tests[0]
+    if t["verdict"] == "SKIPPED":
+        return compiled_only(m, tree, rel, start)
     text = "\n".join(t["details"])
     if t["verdict"] != m.expect:
         return Outcome(name, False, f"expected {m.expect}, got {t['verdict']}", t["details"],
@@ -180,6 +187,27 @@ def run_one(path, seed, python):
                                     f"/{m.detail}/", t["details"], seconds, m.about)
     return Outcome(name, True, f"{m.expect}: {t['details'][0] if t['details'] else ''}",
                    t["details"], seconds, m.about)
+
+
+def compiled_only(m, tree, rel, start):
+    """No GPU here: a CUDA mutant can only be shown to build (or, expect: BUILD, not to)."""
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                    if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if not nvcc:
+        return Outcome(m.name, True, "no GPU and no nvcc: not checked", [],
+                       time.monotonic() - start, m.about, skipped=True)
+    binary = os.path.join("build", tree, os.path.splitext(rel)[0])
+    res = subprocess.run(["make", "-s", "--no-print-directory", f"NVCC={nvcc}", binary],
+                         capture_output=True, text=True, cwd=ROOT)
+    seconds = time.monotonic() - start
+    builds = res.returncode == 0
+    if builds == (m.expect == "BUILD"):
+        what = "builds" if builds else "does not build"
+        return Outcome(m.name, False, f"expected {m.expect}, but the mutant {what}",
+                       (res.stdout + res.stderr).splitlines()[-10:], seconds, m.about)
+    return Outcome(m.name, True, f"no GPU: {'compiled' if builds else 'fails to build'} only, "
+                                 f"its {m.expect} not checked", [], seconds, m.about,
+                   skipped=True)
 
 
 def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
