@@ -583,3 +583,14 @@ void xt_print_buffer_ordered(MPI_Comm comm, const char *label, const void *buf, 
     xt_format_buffer(text, sizeof text, buf, count, dt);
     xt_printf_ordered(comm, "%s%s", label, text);
 }
+
+void xt_print_buffer_at(MPI_Comm comm, int who, const char *label, const void *buf, int count,
+                        MPI_Datatype dt)
+{
+    int rank;
+    PMPI_Comm_rank(comm, &rank);
+    char text[1024] = "";
+    if (rank == who)
+        xt_format_buffer(text, sizeof text, buf, count, dt);
+    xt_printf_ordered(comm, "%s%s", rank == who ? label : "", text);
+}

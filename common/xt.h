@@ -73,6 +73,9 @@ void xt_printf_ordered(MPI_Comm comm, const char *fmt, ...) XT_PRINTF(2, 3);
 /* Collective: prints "label: [v0 v1 ...]" for every rank, in rank order. */
 void xt_print_buffer_ordered(MPI_Comm comm, const char *label, const void *buf, int count,
                              MPI_Datatype dt);
+/* The same, collective over comm, but only `who` has a buffer to show (a root's result). */
+void xt_print_buffer_at(MPI_Comm comm, int who, const char *label, const void *buf, int count,
+                        MPI_Datatype dt);
 
 /* Formats up to `cap` bytes of "[v0 v1 ...]"; long buffers are elided in the middle. */
 void xt_format_buffer(char *out, size_t cap, const void *buf, int count, MPI_Datatype dt);

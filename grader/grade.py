@@ -66,7 +66,7 @@ class Report:
         t = r.test
         time_s = f"{r.seconds:.2f}s" if r.cases_run else ""
         pts = f"{r.points}/{t.points}" if r.verdict != "SKIPPED" else "-"
-        self.line(f"  {ex:<20} {t.name:<20} {r.verdict:<8} {pts:>5}  {time_s}".rstrip())
+        self.line(f"  {ex:<23} {t.name:<21} {r.verdict:<8} {pts:>5}  {time_s}".rstrip())
         if r.verdict in ("OK", "SKIPPED"):
             for text in r.lines:
                 for ln in wrap(text, " " * 6):
