@@ -445,7 +445,8 @@ static void check_buffer_free(int fn, char dir, const void *buf, int count, MPI_
         if (dir == 'S' && r->dir == 'S')
             continue;
         reuse_noted = 1;
-        xti_note("RULE",
+        /* RACE: a RULE reported before the values, which the race may have spoiled. */
+        xti_note("RACE",
                  "%s %s memory that %s(%s %d, tag %d) still owns: a buffer belongs to MPI "
                  "until its request completes (MPI_Wait/MPI_Test), so each pending request "
                  "needs its own buffer",

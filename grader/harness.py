@@ -424,6 +424,12 @@ class Runner:
                 for kind, text in rec.notes:
                     if kind == "WRONG":
                         return Failure("WRONG", case, [f"{label}: rank {r} {text}"])
+            # A buffer used while a request owned it: a RULE that explains wrong values,
+            # so it is reported before them.
+            for r, rec in enumerate(group):
+                for kind, text in rec.notes:
+                    if kind == "RACE":
+                        return Failure("RULE", case, [f"{label}: rank {r} {text}"])
             expected = test.reference(case, inp)
             for r in range(case.np):
                 for name, exp in expected[r].items():

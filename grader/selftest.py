@@ -326,7 +326,7 @@ def test_cases(s):
                 if fn == "pending" and rank == 0:
                     expect = "RULE MPI_Isend(to 1, tag 0, 4 B) was never completed"
                 if fn == "reuse" and rank == 1:
-                    expect = ("RULE MPI_Irecv received into memory that MPI_Irecv(from 0, "
+                    expect = ("RACE MPI_Irecv received into memory that MPI_Irecv(from 0, "
                               "tag 0) still owns")
                 if expect and expect not in notes:
                     problems.append(f"case {k} ({fn}) rank {rank}: notes '{notes}' lack '{expect}'")

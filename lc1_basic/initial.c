@@ -1,0 +1,138 @@
+/*
+ * initial.c: a 2-D device mesh, the layout behind data and tensor parallelism.
+ * docs/lc1_basic.md#initial
+ *
+ * np = dp * tp ranks are laid out row by row in a dp x tp grid, the same
+ * layout as NumPy's arange(np).reshape(dp, tp). Rank r sits at
+ * (r / tp, r % tp): tp is the fast axis, so tp consecutive ranks share a
+ * tensor-parallel group, as in Megatron-LM, and usually share a node and its
+ * fast links. A rank belongs to two groups:
+ *
+ *     dp=2, tp=4            tp group: its row     dp group: its column
+ *            tp=0 1 2 3
+ *     dp=0:    0  1  2  3   {0 1 2 3} {4 5 6 7}    {0 4} {1 5} {2 6} {3 7}
+ *     dp=1:    4  5  6  7
+ *
+ * A rank's rank inside its dp group is its dp coordinate (r / tp), inside its
+ * tp group its tp coordinate (r % tp).
+ *
+ * MPI_Cart_create lays out a grid the same way (the last dimension varies
+ * fastest); MPI_Cart_sub keeps some dimensions and gives each rank the group
+ * of ranks that differ from it only along those. MPI_Comm_split(comm, colour,
+ * key) does the same by hand: ranks with the same colour form a group, ordered
+ * by key.
+ *
+ * Cost: no data moves. Each constructor is collective over comm; a typical
+ * MPI exchanges every rank's (colour, key), an all-gather of np small
+ * messages: about log2(np) alpha.
+ */
+#include "xt.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void make_mesh_2d(int dp, int tp, MPI_Comm comm, MPI_Comm *dp_comm, MPI_Comm *tp_comm)
+{
+    /*
+     * TODO: split comm into a dp x tp mesh's columns and rows.
+     *   The mesh is comm's ranks row by row, tp the fast axis.
+     *   Rank r sits at (r / tp, r % tp). *dp_comm: the ranks of r's column (the
+     *   same tp coordinate), ranked by dp coordinate; *tp_comm: the ranks of r's
+     *   row, ranked by tp coordinate. dp * tp is comm's size. Either
+     *   MPI_Cart_create (no reordering) then MPI_Cart_sub, or MPI_Comm_split
+     *   twice. Free any communicator you create along the way; the caller frees
+     *   the two it gets.
+     */
+    XT_TODO("split comm into a dp x tp mesh's columns and rows.", dp, tp, comm, dp_comm, tp_comm);
+}
+
+/* The ranks in comm of sub's members, in sub's rank order. */
+static int32_t *members_in(MPI_Comm sub, MPI_Comm comm, int *n)
+{
+    MPI_Group sub_group, comm_group;
+    MPI_Comm_group(sub, &sub_group);
+    MPI_Comm_group(comm, &comm_group);
+    MPI_Comm_size(sub, n);
+    int *ranks = xt_malloc(sizeof(int) * (size_t)*n * 2);
+    for (int i = 0; i < *n; i++)
+        ranks[i] = i;
+    MPI_Group_translate_ranks(sub_group, *n, ranks, comm_group, ranks + *n);
+    int32_t *out = xt_malloc(sizeof(int32_t) * (size_t)*n);
+    for (int i = 0; i < *n; i++)
+        out[i] = ranks[*n + i];
+    free(ranks);
+    MPI_Group_free(&sub_group);
+    MPI_Group_free(&comm_group);
+    return out;
+}
+
+/* Outputs: coords = (rank in dp_comm, rank in tp_comm), then both groups as ranks of comm. */
+static void run_case(xt_case *c)
+{
+    MPI_Comm comm = xt_case_comm(c);
+    MPI_Comm dp_comm = MPI_COMM_NULL, tp_comm = MPI_COMM_NULL;
+    make_mesh_2d((int)xt_case_int(c, "dp"), (int)xt_case_int(c, "tp"), comm, &dp_comm, &tp_comm);
+    if (dp_comm == MPI_COMM_NULL || tp_comm == MPI_COMM_NULL) {
+        xt_case_note(c, "got MPI_COMM_NULL for %s: every rank belongs to both groups",
+                     dp_comm == MPI_COMM_NULL ? "dp_comm" : "tp_comm");
+        return;
+    }
+    int32_t coords[2];
+    int rank;
+    MPI_Comm_rank(dp_comm, &rank);
+    coords[0] = rank;
+    MPI_Comm_rank(tp_comm, &rank);
+    coords[1] = rank;
+    xt_case_output(c, "coords", coords, XT_I32, 2);
+    int n;
+    int32_t *dp_group = members_in(dp_comm, comm, &n);
+    xt_case_output(c, "dp_group", dp_group, XT_I32, n);
+    free(dp_group);
+    int32_t *tp_group = members_in(tp_comm, comm, &n);
+    xt_case_output(c, "tp_group", tp_group, XT_I32, n);
+    free(tp_group);
+    MPI_Comm_free(&dp_comm);
+    MPI_Comm_free(&tp_comm);
+}
+
+/* The squarest mesh with dp <= tp, or --dp=N. */
+static void demo(MPI_Comm comm)
+{
+    int np;
+    MPI_Comm_size(comm, &np);
+    int dp = 1;
+    for (int d = 1; d * d <= np; d++)
+        if (np % d == 0)
+            dp = d;
+    dp = (int)xt_arg_int("dp", dp);
+    XT_CHECK(dp > 0 && np % dp == 0, "--dp=%d does not divide np=%d", dp, np);
+    int tp = np / dp;
+    MPI_Comm dp_comm, tp_comm;
+    make_mesh_2d(dp, tp, comm, &dp_comm, &tp_comm);
+    int dp_rank, tp_rank, n_dp, n_tp;
+    MPI_Comm_rank(dp_comm, &dp_rank);
+    MPI_Comm_rank(tp_comm, &tp_rank);
+    int32_t *dp_group = members_in(dp_comm, comm, &n_dp);
+    int32_t *tp_group = members_in(tp_comm, comm, &n_tp);
+    char dp_text[64], tp_text[64];
+    xt_format_buffer(dp_text, sizeof dp_text, dp_group, n_dp, MPI_INT32_T);
+    xt_format_buffer(tp_text, sizeof tp_text, tp_group, n_tp, MPI_INT32_T);
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    char header[64] = "";
+    if (rank == 0)
+        snprintf(header, sizeof header, "mesh: dp=%d x tp=%d, rank r at (r / tp, r %% tp)\n", dp,
+                 tp);
+    xt_printf_ordered(comm, "%sat (%d, %d)  dp group %s  tp group %s", header, dp_rank, tp_rank,
+                      dp_text, tp_text);
+    free(dp_group);
+    free(tp_group);
+    MPI_Comm_free(&dp_comm);
+    MPI_Comm_free(&tp_comm);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}

@@ -1,0 +1,71 @@
+/*
+ * p2p_async.c: nonblocking messages, many in flight at once.
+ * docs/lc1_basic.md#p2p_async
+ *
+ * Every rank but the last sends k messages of count floats (msgs holds them
+ * back to back) to the last rank, which adds up everything it receives:
+ * afterwards the last rank's sum[j] is the sum of element j over all
+ * (np-1) k messages. The other ranks do not touch sum; at np = 1 nothing
+ * arrives and the last rank's sum is all zeros.
+ *
+ *     r0: Isend m0 m1 m2 --\
+ *     r1: Isend m0 m1 m2 ----> r3: Irecv x 9 into 9 buffers, Waitall, add
+ *     r2: Isend m0 m1 m2 --/
+ *
+ * MPI_Isend / MPI_Irecv return at once with a request; the transfer goes on
+ * while the program does something else, and MPI_Wait / MPI_Waitall /
+ * MPI_Test complete it. Until then the buffer belongs to MPI: a send buffer
+ * must not be changed, a receive buffer not read or reused. Hence one receive
+ * buffer per message, not one buffer for all.
+ *
+ * Cost: each sender posts k messages of n = 4 count bytes without waiting
+ * for the previous ones, so the latencies overlap; the last rank's link
+ * carries everything: about alpha + (np-1) k n beta, against
+ * (np-1) k (alpha + n beta) for blocking sends received one by one.
+ */
+#include "xt.h"
+
+#include <stdlib.h>
+
+void gather_async(const float *msgs, int k, int count, float *sum, MPI_Comm comm)
+{
+    /*
+     * TODO: nonblocking sends to the last rank, which sums them.
+     *   Ranks below np-1: MPI_Isend message i (msgs + i*count, count floats)
+     *   to rank np-1 for i = 0..k-1, then MPI_Waitall. Rank np-1: post all
+     *   (np-1)*k MPI_Irecv, each into a buffer of its own, MPI_Waitall, then
+     *   write the elementwise sum of all of them into sum (zeros at np = 1).
+     *   Nonblocking calls only; the other ranks leave sum as it is.
+     */
+    XT_TODO("nonblocking sends to the last rank, which sums them.", msgs, k, count, sum, comm);
+}
+
+static void run_case(xt_case *c)
+{
+    xt_array msgs = xt_case_input_const(c, "msgs");
+    xt_array sum = xt_case_input(c, "sum");
+    gather_async(msgs.data, (int)xt_case_int(c, "k"), (int)xt_case_int(c, "count"), sum.data,
+                 xt_case_comm(c));
+    xt_case_output(c, "sum", sum.data, XT_F32, sum.count);
+}
+
+/* k = 2 messages of 3 floats; rank r's message i holds 100 r + 10 i + j; sum starts at -1. */
+static void demo(MPI_Comm comm)
+{
+    enum { K = 2, COUNT = 3 };
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    float msgs[K * COUNT], sum[COUNT] = {-1.0f, -1.0f, -1.0f};
+    for (int i = 0; i < K; i++)
+        for (int j = 0; j < COUNT; j++)
+            msgs[i * COUNT + j] = (float)(100 * rank + 10 * i + j);
+    xt_print_buffer_ordered(comm, "msgs:       ", msgs, K * COUNT, MPI_FLOAT);
+    xt_print_buffer_ordered(comm, "sum before: ", sum, COUNT, MPI_FLOAT);
+    gather_async(msgs, K, COUNT, sum, comm);
+    xt_print_buffer_ordered(comm, "sum after:  ", sum, COUNT, MPI_FLOAT);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}

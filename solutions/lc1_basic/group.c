@@ -1,0 +1,156 @@
+/*
+ * group.c: process groups, communicators made from them, and sums per half.
+ * docs/lc1_basic.md#group
+ *
+ * A group is a set of processes with ranks 0..n-1 of its own; a communicator
+ * is a group plus a private context that messages travel in. Groups are local
+ * objects: MPI_Comm_group, MPI_Group_range_incl and friends cost no messages.
+ * MPI_Comm_create_group turns one into a communicator (collective over the
+ * group's members only). MPI_Group_translate_ranks answers "who is rank i of
+ * this group in that other one", the question every sub-communicator raises
+ * when it needs a global rank (a root, a peer, a log line).
+ *
+ * The low half holds the ranks below h = (np+1)/2, the high half the rest
+ * (empty at np = 1). Each half sums its ranks' x on its own communicator; the
+ * two leaders (ranks 0 and h of comm) swap the results; each half shares the
+ * other half's sum. Every rank ends with both.
+ *
+ *     np = 5, h = 3      low: 0 1 2          high: 3 4
+ *     1. all-reduce      lo on 0 1 2         hi on 3 4
+ *     2. leaders         0 <---- lo/hi ----> 3
+ *     3. broadcast       hi to 1 2           lo to 4
+ *
+ * Cost, n = 8 count bytes: the halves work side by side, so it is one
+ * all-reduce and one broadcast over ceil(np/2) ranks plus one exchange between
+ * the leaders, alpha + n beta. Only two messages cross between the halves, one
+ * each way, n bytes each.
+ */
+#include "xt.h"
+
+#include <stdlib.h>
+
+MPI_Comm make_half(MPI_Comm comm, int *members)
+{
+    /*
+     * TODO: this rank's half of comm as a communicator, and its members' ranks.
+     *   Low half: ranks 0 .. h-1 of comm, h = (np+1)/2; high half: h .. np-1.
+     *   Take comm's group (MPI_Comm_group), the half's subgroup
+     *   (MPI_Group_range_incl), make it a communicator (MPI_Comm_create_group),
+     *   and fill members[i] with the rank in comm of the half's rank i
+     *   (MPI_Group_translate_ranks). members has room for np ints. Free the
+     *   groups; return the communicator (the caller frees it).
+     */
+    // BEGIN SOLUTION
+    int rank, np;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    int h = (np + 1) / 2;
+    MPI_Group all, half;
+    MPI_Comm_group(comm, &all);
+    int range[1][3] = {{rank < h ? 0 : h, rank < h ? h - 1 : np - 1, 1}};
+    MPI_Group_range_incl(all, 1, range, &half);
+    MPI_Comm out;
+    MPI_Comm_create_group(comm, half, 0, &out);
+    int n;
+    MPI_Group_size(half, &n);
+    int *half_ranks = xt_malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        half_ranks[i] = i;
+    MPI_Group_translate_ranks(half, n, half_ranks, all, members);
+    free(half_ranks);
+    MPI_Group_free(&half);
+    MPI_Group_free(&all);
+    return out;
+    // END SOLUTION
+}
+
+void group_sums(const double *x, int count, MPI_Comm comm, double *lo_sum, double *hi_sum)
+{
+    /*
+     * TODO: sum x over each half; every rank gets both sums.
+     *   Use make_half. All-reduce (MPI_SUM) inside this rank's half into lo_sum
+     *   or hi_sum; the half's rank 0 swaps its sum with the other half's rank 0
+     *   (ranks 0 and (np+1)/2 of comm); then each half broadcasts the other
+     *   half's sum from its rank 0. At np = 1 the high half is empty: hi_sum
+     *   is all zeros.
+     */
+    // BEGIN SOLUTION
+    int np;
+    MPI_Comm_size(comm, &np);
+    int *members = xt_malloc(sizeof(int) * (size_t)np);
+    MPI_Comm half = make_half(comm, members);
+    int low = members[0] == 0, h = (np + 1) / 2;
+    double *mine = low ? lo_sum : hi_sum, *other = low ? hi_sum : lo_sum;
+    MPI_Allreduce(x, mine, count, MPI_DOUBLE, MPI_SUM, half);
+    if (h == np) {
+        for (int i = 0; i < count; i++)
+            other[i] = 0.0;
+    } else {
+        int half_rank;
+        MPI_Comm_rank(half, &half_rank);
+        if (half_rank == 0)
+            MPI_Sendrecv(mine, count, MPI_DOUBLE, low ? h : 0, 0, other, count, MPI_DOUBLE,
+                         low ? h : 0, 0, comm, MPI_STATUS_IGNORE);
+        MPI_Bcast(other, count, MPI_DOUBLE, 0, half);
+    }
+    MPI_Comm_free(&half);
+    free(members);
+    // END SOLUTION
+}
+
+static void run_case(xt_case *c)
+{
+    MPI_Comm comm = xt_case_comm(c);
+    int np;
+    MPI_Comm_size(comm, &np);
+    if (xt_case_is(c, "make_half")) {
+        int *members = xt_case_alloc(c, "members", np, XT_I32);
+        MPI_Comm half = make_half(comm, members);
+        if (half == MPI_COMM_NULL) {
+            xt_case_note(c, "got MPI_COMM_NULL: every rank belongs to one half");
+            return;
+        }
+        int where[2]; /* rank in the half, size of the half */
+        MPI_Comm_rank(half, &where[0]);
+        MPI_Comm_size(half, &where[1]);
+        xt_case_output(c, "half", where, XT_I32, 2);
+        xt_case_output(c, "members", members, XT_I32, where[1]);
+        MPI_Comm_free(&half);
+        return;
+    }
+    xt_array x = xt_case_input_const(c, "x");
+    double *lo = xt_case_alloc(c, "lo", x.count, XT_F64);
+    double *hi = xt_case_alloc(c, "hi", x.count, XT_F64);
+    group_sums(x.data, (int)x.count, comm, lo, hi);
+    xt_case_output(c, "lo", lo, XT_F64, x.count);
+    xt_case_output(c, "hi", hi, XT_F64, x.count);
+}
+
+/* Rank r holds x = (r, 10 r); the low half's sums are small, the high half's large. */
+static void demo(MPI_Comm comm)
+{
+    int rank, np;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    int *members = xt_malloc(sizeof(int) * (size_t)np), n;
+    MPI_Comm half = make_half(comm, members);
+    MPI_Comm_size(half, &n);
+    char text[128];
+    xt_format_buffer(text, sizeof text, members, n, MPI_INT);
+    xt_printf_ordered(comm, "%s half, its ranks in comm: %s", members[0] == 0 ? "low " : "high",
+                      text);
+    MPI_Comm_free(&half);
+    free(members);
+    double x[2] = {rank, 10.0 * rank}, lo[2], hi[2];
+    xt_print_buffer_ordered(comm, "x:  ", x, 2, MPI_DOUBLE);
+    group_sums(x, 2, comm, lo, hi);
+    char lo_text[64], hi_text[64];
+    xt_format_buffer(lo_text, sizeof lo_text, lo, 2, MPI_DOUBLE);
+    xt_format_buffer(hi_text, sizeof hi_text, hi, 2, MPI_DOUBLE);
+    xt_printf_ordered(comm, "lo: %s  hi: %s", lo_text, hi_text);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
