@@ -31,6 +31,20 @@ double xti_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double xt_now(void)
+{
+    return xti_now();
+}
+
+void xt_sleep(double seconds)
+{
+    if (seconds <= 0)
+        return;
+    struct timespec t = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+}
+
 /* ------------------------------------------------------------ status lines */
 
 /* Signal-safe helpers: no stdio, no malloc. */

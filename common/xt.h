@@ -55,6 +55,11 @@ int xt_rank(void);       /* rank in MPI_COMM_WORLD */
 int xt_size(void);       /* size of MPI_COMM_WORLD */
 int xt_local_rank(void); /* rank among the processes on this node */
 
+/* Seconds on the monotonic clock (one clock for every process of a machine). */
+double xt_now(void);
+/* Sleeps this long (cases that make ranks arrive at different times). */
+void xt_sleep(double seconds);
+
 /* Options after the program name: --name=value or --name value. */
 long xt_arg_int(const char *name, long dflt);
 double xt_arg_double(const char *name, double dflt);

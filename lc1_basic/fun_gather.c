@@ -30,7 +30,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 void gather_linear(const void *send, void *recv, int count, MPI_Datatype dt, int root,
                    MPI_Comm comm)
@@ -67,9 +66,7 @@ static void enter_highest_rank_first(MPI_Comm comm)
     int rank, np;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &np);
-    long ms = 4L * (np - 1 - rank);
-    struct timespec wait = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&wait, NULL);
+    xt_sleep(0.004 * (np - 1 - rank));
 }
 
 static void run_case(xt_case *c)

@@ -1,0 +1,85 @@
+/*
+ * fun_barrier.c: a barrier from point-to-point messages (dissemination).
+ * docs/lc1_basic.md#fun_barrier
+ *
+ * No rank may leave the barrier before every rank has entered it. In round
+ * k = 0, 1, ... each rank signals rank r + 2^k and waits for a signal from
+ * rank r - 2^k (mod np); the signals carry no data. After round k a rank has
+ * heard, directly or through a chain of signals, from the 2^(k+1) ranks
+ * r, r-1, ..., r - 2^(k+1) + 1, so after ceil(log2 np) rounds it has heard
+ * from all of them: everyone has arrived.
+ *
+ *     np = 5      r0    r1    r2    r3    r4
+ *     round 0     ->r1  ->r2  ->r3  ->r4  ->r0     (distance 1)
+ *     round 1     ->r2  ->r3  ->r4  ->r0  ->r1     (distance 2)
+ *     round 2     ->r4  ->r0  ->r1  ->r2  ->r3     (distance 4)
+ *     r0 hears from r4 in round 0; from r3, who had heard from r2, in
+ *     round 1; from r1, who knew of r0 r4 r3, in round 2: from everyone.
+ *
+ * Unlike a tree (gather to a root, then release) no rank is special and
+ * there is no release phase; unlike pairwise exchange (partner r xor 2^k)
+ * np need not be a power of two.
+ *
+ * Cost: ceil(log2 np) messages of 0 bytes per rank, one per round, and as
+ * many received: ceil(log2 np) alpha.
+ */
+#include "xt.h"
+
+#include <stdio.h>
+
+void barrier_dissemination(MPI_Comm comm)
+{
+    /*
+     * TODO: dissemination barrier, ceil(log2 np) rounds.
+     *   In round k (distance d = 2^k, while d < np) send an empty message
+     *   (count 0) to (r + d) mod np and receive one from (r - d) mod np, in
+     *   one MPI_Sendrecv, with tag k. Point-to-point calls only.
+     */
+    // BEGIN SOLUTION
+    int rank, np;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    for (int d = 1, k = 0; d < np; d <<= 1, k++)
+        MPI_Sendrecv(NULL, 0, MPI_BYTE, (rank + d) % np, k, NULL, 0, MPI_BYTE, (rank - d + np) % np,
+                     k, comm, MPI_STATUS_IGNORE);
+    // END SOLUTION
+}
+
+/* Every rank sleeps its own `delay`, then enters the barrier: when did it arrive and leave? */
+static void run_case(xt_case *c)
+{
+    xt_array delay = xt_case_input_const(c, "delay");
+    xt_sleep(((const double *)delay.data)[0]);
+    double arrive = xt_now();
+    barrier_dissemination(xt_case_comm(c));
+    double leave = xt_now();
+    xt_case_output(c, "arrive", &arrive, XT_F64, 1);
+    xt_case_output(c, "leave", &leave, XT_F64, 1);
+}
+
+/* Rank r arrives 40 (np-1-r) ms late: rank 0 comes last, and nobody leaves before it. */
+static void demo(MPI_Comm comm)
+{
+    int rank, np;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    char peers[256] = "", *p = peers;
+    for (int d = 1; d < np; d <<= 1)
+        p += snprintf(p, (size_t)(peers + sizeof peers - p), " r%d", (rank + d) % np);
+    p += snprintf(p, (size_t)(peers + sizeof peers - p), ", hears");
+    for (int d = 1; d < np; d <<= 1)
+        p += snprintf(p, (size_t)(peers + sizeof peers - p), " r%d", (rank - d + np) % np);
+    MPI_Barrier(comm);
+    double start = xt_now();
+    xt_sleep(0.040 * (np - 1 - rank));
+    double arrive = xt_now() - start;
+    barrier_dissemination(comm);
+    double leave = xt_now() - start;
+    xt_printf_ordered(comm, "arrives %6.1f ms, leaves %6.1f ms (signals%s)\n", 1e3 * arrive,
+                      1e3 * leave, np > 1 ? peers : " nobody");
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
