@@ -7,9 +7,9 @@ parallel algorithm itself. Rules state the algorithm's cost exactly.
 
 import numpy as np
 
-from spec import (NPS, Test, amount, ceil_log2, exact, itemsize, make_cases, max_bytes_sent,
-                  max_messages, only_calls, point_to_point_only,
-                  random_values, reduce_ranks, reduction_tolerance, calls_exactly)
+from spec import (amount, calls_exactly, ceil_log2, exact, itemsize, make_cases, max_bytes_sent,
+                  max_messages, NPS, only_calls, point_to_point_only, random_values, reduce_ranks,
+                  reduction_tolerance, Test)
 
 LECTURE = "lc1_basic"
 
@@ -375,16 +375,800 @@ ALLTOALLV = Test(
 )
 
 
-TESTS = [CHAIN, RING_SHIFT, RING_SHIFT_SENDRECV, BCAST_LINEAR, BCAST_BINOMIAL, REDUCE_SCATTER,
-         RING_ALLREDUCE, ALLTOALLV]
+# ======================================= communicators and point-to-point variants
+# initial.c, group.c, p2p_async.c, p2p_probe.c. The mesh is
+# arange(np).reshape(dp, tp); the halves are slices of the stack of the ranks'
+# inputs.
 
-# Parts of this table still being written live in their own modules until
-# they are merged here.
+def mesh_cases(rng):
+    """Every factorisation dp * tp = np, 1 x np and np x 1 included."""
+    return make_cases(MESH, [{"np": n, "dp": dp, "tp": n // dp}
+                             for n in NPS for dp in range(1, n + 1) if n % dp == 0])
+
+
+def mesh_reference(case, inputs):
+    dp, tp = case["dp"], case["tp"]
+    mesh = np.arange(case.np, dtype=np.int32).reshape(dp, tp)
+    return [{"coords": np.array([r // tp, r % tp], dtype=np.int32),
+             "dp_group": mesh[:, r % tp], "tp_group": mesh[r // tp]} for r in range(case.np)]
+
+
+MESH = Test(
+    exercise="initial", name="make_mesh_2d", points=5,
+    cases=mesh_cases, inputs=lambda case, rng: {}, reference=mesh_reference, tolerance=exact,
+    label=lambda c: f"np={c.np} dp={c['dp']} tp={c['tp']}",
+    hint="coords is (rank in dp_comm, rank in tp_comm); groups are ranks of comm. Rank r sits "
+         "at (r / tp, r % tp): tp is the fast axis.",
+)
+
+# ------------------------------------------------------------------- group.c
+
+
+def half_of(case, r):
+    """The ranks of rank r's half: below (np+1)/2, or the rest."""
+    h = (case.np + 1) // 2
+    return np.arange(0, h) if r < h else np.arange(h, case.np)
+
+
+def half_cases(rng):
+    return make_cases(HALF, [{"np": n} for n in NPS])
+
+
+def half_reference(case, inputs):
+    out = []
+    for r in range(case.np):
+        members = half_of(case, r).astype(np.int32)
+        out.append({"members": members,
+                    "half": np.array([r - members[0], members.size], dtype=np.int32)})
+    return out
+
+
+HALF = Test(
+    exercise="group", name="make_half", points=5,
+    cases=half_cases, inputs=lambda case, rng: {}, reference=half_reference, tolerance=exact,
+    label=lambda c: f"np={c.np}",
+    hint="half is (rank in the half, size of the half); members are ranks of comm. The low "
+         "half holds the ranks below (np+1)/2.",
+)
+
+
+def group_cases(rng):
+    return make_cases(GROUP_SUMS, [{"np": n, "count": c} for n in NPS for c in (0, 1, 7, 1000)])
+
+
+def double_inputs(case, rng):
+    return {"x": per_rank(case, rng, lambda r: rng.uniform(-10, 10, case["count"]))}
+
+
+def halves(case, inputs):
+    """The stacks of the low and the high half's inputs (the high one may be empty)."""
+    h = (case.np + 1) // 2
+    stack = np.stack(inputs["x"]) if case["count"] else np.zeros((case.np, 0))
+    return stack[:h], stack[h:]
+
+
+def group_reference(case, inputs):
+    lo, hi = halves(case, inputs)
+    sums = {"lo": lo.sum(axis=0), "hi": hi.sum(axis=0)}  # an empty half sums to 0
+    return [sums for _ in range(case.np)]
+
+
+def group_tolerance(case, inputs, name, rank):
+    lo, hi = halves(case, inputs)
+    part = lo if name == "lo" else hi
+    return reduction_tolerance(part, "sum") if part.shape[0] else 0.0
+
+
+def sums_inside_halves(case, inputs, records):
+    """The halves reduce on their own communicators, not on comm."""
+    out = []
+    for r, rec in enumerate(records):
+        on_comm = sorted({e.fn for e in rec.events if e.dir == "C" and e.comm == "case"
+                          and e.fn in rec.calls and rec.calls[e.fn].kind == "coll"})
+        if on_comm:
+            out.append((r, f"rank {r} called {', '.join(on_comm)} on the whole communicator: "
+                           f"each half reduces on its own communicator (make_half), and only "
+                           f"the two leaders talk across the halves"))
+    return out
+
+
+def describe_sends(sends, limit=6):
+    """'no messages', or '3 messages (to 2: 8 B, to 1 of a sub-communicator: 8 B, ...)'."""
+    if not sends:
+        return "no messages"
+    parts = [f"to {e.peer}{'' if e.comm == 'case' else ' of a sub-communicator'}: {e.bytes} B"
+             for e in sends[:limit]]
+    more = ", ..." if len(sends) > limit else ""
+    return f"{amount(len(sends), ' messages')} ({', '.join(parts)}{more})"
+
+
+def leaders_exchange(case, inputs, records):
+    """Across the halves: rank 0 and rank (np+1)/2 swap their sums, one message each."""
+    h = (case.np + 1) // 2
+    out = []
+    for r, rec in enumerate(records):
+        sends = rec.sends()
+        if r in (0, h) and h < case.np:
+            peer = h if r == 0 else 0
+            want = [(peer, 8 * case["count"])]
+        else:
+            want = []
+        got = [(e.peer if e.comm == "case" else None, e.bytes) for e in sends]
+        if got != want:
+            out.append((r, f"rank {r} sent {describe_sends(sends)}; across the halves only "
+                           f"the leaders, ranks 0 and {h}, swap their sums (one message of "
+                           f"{8 * case['count']} B each), and each half shares the other "
+                           f"half's sum with MPI_Bcast"))
+    return out
+
+
+GROUP_SUMS = Test(
+    exercise="group", name="group_sums", points=5,
+    cases=group_cases, inputs=double_inputs, reference=group_reference,
+    tolerance=group_tolerance,
+    rules=[sums_inside_halves, leaders_exchange],
+    hint="lo holds the sum over ranks below (np+1)/2, hi over the rest (0 at np=1), on every "
+         "rank.",
+)
+
+# --------------------------------------------------------------- p2p_async.c
+
+NONBLOCKING = {"MPI_Isend", "MPI_Issend", "MPI_Irecv", "MPI_Wait", "MPI_Waitall", "MPI_Waitany",
+               "MPI_Waitsome", "MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome"}
+
+
+def gather_async_cases(rng):
+    specs = [{"np": n, "k": k, "count": c} for n in NPS
+             for k, c in ((1, 5), (3, 1), (2, 0), (4, 1000), (8, 33))]
+    return make_cases(GATHER_ASYNC, specs)
+
+
+def gather_async_inputs(case, rng):
+    """k messages of count floats per rank, and a sum buffer holding old values."""
+    k, count = case["k"], case["count"]
+    return {"msgs": per_rank(case, rng, lambda r: rng.uniform(-10, 10, k * count)
+                             .astype(np.float32)),
+            "sum": per_rank(case, rng, lambda r: rng.uniform(-10, 10, count).astype(np.float32))}
+
+
+def received(case, inputs):
+    """Every message the last rank receives, one per row."""
+    rows = [m.reshape(case["k"], case["count"]) for m in inputs["msgs"][:-1]]
+    return np.concatenate(rows) if rows else np.zeros((0, case["count"]), np.float32)
+
+
+def gather_async_reference(case, inputs):
+    out = [{"sum": inputs["sum"][r]} for r in range(case.np - 1)]
+    out.append({"sum": received(case, inputs).astype(np.float64).sum(axis=0)})
+    return out
+
+
+def gather_async_tolerance(case, inputs, name, rank):
+    rows = received(case, inputs)
+    return reduction_tolerance(rows, "sum") if rank == case.np - 1 and rows.shape[0] else 0.0
+
+
+def k_messages_to_last(case, inputs, records):
+    """Ranks below np-1 send k messages of count floats to rank np-1; it sends none."""
+    k, n, last = case["k"], 4 * case["count"], case.np - 1
+    out = []
+    for r, rec in enumerate(records):
+        sends = rec.sends()
+        got = [(e.peer if e.comm == "case" else None, e.bytes) for e in sends]
+        want = [] if r == last else [(last, n)] * k
+        if got != want:
+            out.append((r, f"rank {r} sent {describe_sends(sends)}; every rank but the last "
+                           f"sends its k={k} messages of count={case['count']} floats "
+                           f"({n} B) to rank {last}, one MPI_Isend each, and rank {last} "
+                           f"sends none"))
+    return out
+
+
+GATHER_ASYNC = Test(
+    exercise="p2p_async", name="gather_async", points=5,
+    cases=gather_async_cases, inputs=gather_async_inputs, reference=gather_async_reference,
+    tolerance=gather_async_tolerance,
+    label=lambda c: f"np={c.np} k={c['k']} count={c['count']}",
+    rules=[
+        point_to_point_only,
+        only_calls(NONBLOCKING, "gather_async posts nonblocking MPI_Isend/MPI_Irecv and "
+                                "completes them with MPI_Wait*/MPI_Test*"),
+        k_messages_to_last,
+    ],
+    hint="The last rank's sum is the elementwise sum of the (np-1)*k messages it received, "
+         "written over what sum held (0 at np=1); the other ranks leave sum alone.",
+)
+
+# --------------------------------------------------------------- p2p_probe.c
+
+PAYLOADS = ("random", "empty", "some_empty", "large")
+
+
+def probe_cases(rng):
+    return make_cases(RECV_ANY_SIZE, [{"np": n, "lengths": p} for n in NPS for p in PAYLOADS])
+
+
+def payload_lengths(case, rng):
+    n, p = case.np, case["lengths"]
+    if p == "random":
+        return rng.integers(0, 2000, n)
+    if p == "empty":
+        return np.zeros(n, dtype=np.int64)
+    if p == "some_empty":
+        return rng.integers(0, 2, n) * rng.integers(1, 4, n)
+    return rng.integers(100_000, 200_000, n)
+
+
+def probe_inputs(case, rng):
+    lengths = payload_lengths(case, rng)
+    return {"x": [rng.uniform(-10, 10, int(m)).astype(np.float32) for m in lengths]}
+
+
+def probe_reference(case, inputs):
+    """Rank r receives rank r-1's payload (mod np)."""
+    out = []
+    for r in range(case.np):
+        y = inputs["x"][(r - 1) % case.np]
+        out.append({"ret": np.array([y.size], dtype=np.int64), "y": y})
+    return out
+
+
+PROBES = {"MPI_Probe", "MPI_Iprobe", "MPI_Mprobe", "MPI_Improbe"}
+
+
+def probes_first(case, inputs, records):
+    """The length is learnt from a probe, not from a receive into a buffer large enough."""
+    out = []
+    for r, rec in enumerate(records):
+        if not any(fn in rec.calls for fn in PROBES):
+            out.append((r, f"rank {r} received without MPI_Probe (or MPI_Mprobe): the receiver "
+                           f"does not know the length, so it probes the message, reads its "
+                           f"length with MPI_Get_count, then allocates exactly that"))
+    return out
+
+
+RECV_ANY_SIZE = Test(
+    exercise="p2p_probe", name="recv_any_size", points=5,
+    cases=probe_cases, inputs=probe_inputs, reference=probe_reference, tolerance=exact,
+    label=lambda c: f"np={c.np} {c['lengths']} lengths",
+    rules=[probes_first],
+    hint="Every rank r sends its payload to r+1 (mod np, tag 100+r) and calls "
+         "recv_any_size(&y, r-1, comm); ret is what it returned.",
+)
+
+
+# ================================================================ rooted collectives
+# fun_reduce.c, fun_gather.c, fun_scatter.c. Every root is tried at every world
+# size. A rooted collective's `recv` (for scatter: `send`) matters only at the
+# root; the programs pass NULL on the other ranks, as MPI allows, and only the
+# root's result is checked.
+
+# The curriculum grades reduce on these types and ops: every pair of them.
+REDUCE_DTYPES = ("float32", "float64", "int32")
+REDUCE_OPS = ("sum", "max", "min", "prod")
+REDUCE_PAIRS = [(d, o) for o in REDUCE_OPS for d in REDUCE_DTYPES]
+
+
+def rooted_cases(n, extra):
+    """Every root of an np-rank group, with more cases until every count of
+    counts_for(np) and every item of `extra` (a list of dicts) has come up."""
+    counts = counts_for(n)
+    specs = []
+    for i in range(max(n, len(counts), len(extra))):
+        spec = {"np": n, "root": i % n, "count": counts[i % len(counts)]}
+        spec.update(extra[i % len(extra)])
+        specs.append(spec)
+    return specs
+
+
+def block_bytes(case):
+    return case["count"] * itemsize(case)
+
+
+def peers(events):
+    return sorted(e.peer for e in events)
+
+
+# ------------------------------------------------------------ tree shapes
+
+def relative(case, r):
+    return (r - case["root"]) % case.np
+
+
+def absolute(case, v):
+    return (v + case["root"]) % case.np
+
+
+def tree_parent(case, r):
+    """The rank r sends its partial result to in the binomial tree (None: the root)."""
+    v = relative(case, r)
+    return None if v == 0 else absolute(case, v - (v & -v))
+
+
+def tree_children(case, r):
+    """The ranks r receives from: v + m for the powers of two m below v's lowest set bit."""
+    v, n = relative(case, r), case.np
+    low = (v & -v) if v else n
+    return sorted(absolute(case, v + m) for m in (1 << k for k in range(n.bit_length()))
+                  if m < low and v + m < n)
+
+
+def edges_rule(senders_to, receives_from, shape):
+    """Each rank sends exactly one block to each rank of senders_to(case, r) and
+    receives exactly one message from each rank of receives_from(case, r)."""
+    def rule(case, inputs, records):
+        out = []
+        want_bytes = block_bytes(case)
+        for r, rec in enumerate(records):
+            got_in = peers(e for e in rec.events if e.dir == "R")
+            want_in = receives_from(case, r)
+            if got_in != want_in:
+                out.append((r, f"rank {r} received from ranks {got_in}; {shape(case, r)}"))
+                continue
+            sends = rec.sends()
+            want_out = senders_to(case, r)
+            if peers(sends) != want_out:
+                out.append((r, f"rank {r} sent to ranks {peers(sends)}; {shape(case, r)}"))
+                continue
+            wrong = [e for e in sends if e.bytes != want_bytes]
+            if wrong:
+                out.append((r, f"rank {r} sent {amount(wrong[0].bytes, ' B')} to rank "
+                               f"{wrong[0].peer}; every message carries one block, count "
+                               f"elements ({amount(want_bytes, ' B')})"))
+        return out
+    rule.__doc__ = edges_rule.__doc__
+    return rule
+
+
+def into_root(case, r):
+    return [] if r == case["root"] else [case["root"]]
+
+
+def all_but_root(case, r):
+    return [p for p in range(case.np) if p != case["root"]] if r == case["root"] else []
+
+
+def linear_in_shape(case, r):
+    return (f"in a linear {case.test.name.split('_')[0]} to root {case['root']} every other "
+            f"rank sends its block to the root in one message, and the root sends nothing")
+
+
+linear_into_root = edges_rule(into_root, all_but_root, linear_in_shape)
+
+
+def binomial_shape(case, r):
+    parent = tree_parent(case, r)
+    kids = tree_children(case, r)
+    up = "sends nothing" if parent is None else f"sends one message, to rank {parent}"
+    return (f"in the binomial tree rooted at rank {case['root']}, rank {r} (v={relative(case, r)}) "
+            f"receives one message from each of ranks {kids} and {up}")
+
+
+binomial_edges = edges_rule(lambda c, r: [] if tree_parent(c, r) is None else [tree_parent(c, r)],
+                            tree_children, binomial_shape)
+
+
+def linear_out_shape(case, r):
+    return (f"in a linear scatter from root {case['root']} the root sends block i to rank i, "
+            f"one message each and none to itself, and every other rank receives one")
+
+
+linear_from_root = edges_rule(all_but_root, into_root, linear_out_shape)
+
+
+# ---------------------------------------------------------- fun_reduce.c
+
+def reduce_cases(test):
+    pairs = [{"dtype": d, "op": o} for d, o in REDUCE_PAIRS]
+    return lambda rng: make_cases(test(), [s for n in NPS for s in rooted_cases(n, pairs)])
+
+
+def reduce_inputs(case, rng):
+    return {"x": per_rank(case, rng, lambda r: random_values(rng, case["dtype"], case["op"],
+                                                             case["count"]))}
+
+
+def reduce_reference(case, inputs):
+    full = reduce_ranks(np.stack(inputs["x"]), case["op"])
+    return [{"y": full} if r == case["root"] else {} for r in range(case.np)]
+
+
+def reduce_tolerance(case, inputs, name, rank):
+    return reduction_tolerance(np.stack(inputs["x"]), case["op"])
+
+
+REDUCE_LINEAR = Test(
+    exercise="fun_reduce", name="reduce_linear", points=5,
+    cases=reduce_cases(lambda: REDUCE_LINEAR), inputs=reduce_inputs,
+    reference=reduce_reference, tolerance=reduce_tolerance,
+    rules=[point_to_point_only, linear_into_root],
+)
+
+REDUCE_BINOMIAL = Test(
+    exercise="fun_reduce", name="reduce_binomial", points=10,
+    cases=reduce_cases(lambda: REDUCE_BINOMIAL), inputs=reduce_inputs,
+    reference=reduce_reference, tolerance=reduce_tolerance,
+    rules=[point_to_point_only, binomial_edges],
+)
+
+# ---------------------------------------------------------- fun_gather.c
+
+def typed_cases(test, rooted):
+    """Every root (when rooted) and every count of counts_for(np), the dtypes rotating."""
+    def cases(rng):
+        specs = []
+        for n in NPS:
+            dtypes = [{"dtype": BCAST_DTYPES[(k + n) % len(BCAST_DTYPES)]}
+                      for k in range(len(BCAST_DTYPES))]
+            if rooted:
+                specs += rooted_cases(n, dtypes)
+            else:
+                specs += [{"np": n, "count": cnt, **dtypes[i % len(dtypes)]}
+                          for i, cnt in enumerate(counts_for(n))]
+        return make_cases(test(), specs)
+    return cases
+
+
+def block_inputs(case, rng):
+    """Each rank its own block of count elements."""
+    return {"x": per_rank(case, rng, lambda r: random_values(rng, case["dtype"], "max",
+                                                             case["count"]))}
+
+
+def gather_reference(case, inputs):
+    full = np.concatenate(inputs["x"])
+    return [{"y": full} if r == case["root"] else {} for r in range(case.np)]
+
+
+def allgather_reference(case, inputs):
+    full = np.concatenate(inputs["x"])
+    return [{"y": full} for _ in range(case.np)]
+
+
+def ring_sends(case, inputs, records):
+    """Exactly np-1 messages of one block each: (np-1) count elements in all."""
+    n, want = case.np, block_bytes(case)
+    out = []
+    for r, rec in enumerate(records):
+        sizes = [e.bytes for e in rec.sends()]
+        if len(sizes) != n - 1 or any(b != want for b in sizes):
+            out.append((r, f"rank {r} sent {amount(len(sizes), ' messages')} carrying "
+                           f"{amount(sum(sizes), ' B')}; the ring sends exactly np-1 = "
+                           f"{amount(n - 1, ' messages')} of one block ({amount(want, ' B')}) "
+                           f"each, {amount((n - 1) * want, ' B')} in all"))
+    return out
+
+
+GATHER_LINEAR = Test(
+    exercise="fun_gather", name="gather_linear", points=5,
+    cases=typed_cases(lambda: GATHER_LINEAR, rooted=True), inputs=block_inputs,
+    reference=gather_reference, tolerance=exact,
+    rules=[point_to_point_only, linear_into_root],
+)
+
+ALLGATHER_RING = Test(
+    exercise="fun_gather", name="allgather_ring", points=10,
+    cases=typed_cases(lambda: ALLGATHER_RING, rooted=False), inputs=block_inputs,
+    reference=allgather_reference, tolerance=exact,
+    rules=[point_to_point_only, one_neighbour, ring_sends],
+)
+
+# --------------------------------------------------------- fun_scatter.c
+
+def scatter_inputs(case, rng):
+    """The root's np blocks, one file for the group (only the root passes them)."""
+    return {"x": random_values(rng, case["dtype"], "max", case.np * case["count"])}
+
+
+def scatter_reference(case, inputs):
+    cnt = case["count"]
+    return [{"y": inputs["x"][r * cnt:(r + 1) * cnt]} for r in range(case.np)]
+
+
+SCATTER_LINEAR = Test(
+    exercise="fun_scatter", name="scatter_linear", points=5,
+    cases=typed_cases(lambda: SCATTER_LINEAR, rooted=True), inputs=scatter_inputs,
+    reference=scatter_reference, tolerance=exact,
+    rules=[point_to_point_only, linear_from_root],
+)
+
+
+# ========================================= recursive doubling, barrier, all-to-all-v
+# fun_allreduce_rd.c, fun_barrier.c, fun_all2all.c, fun_dist_softmax.c.
+
+def nothing_but(allowed, why):
+    """No MPI communication of any kind (point-to-point, collective,
+    communicator construction, one-sided) other than the call `allowed`."""
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            extra = sorted(fn for fn, st in rec.calls.items()
+                           if st.kind in ("p2p", "coll", "comm", "rma") and fn != allowed)
+            if extra:
+                out.append((r, f"rank {r} called {', '.join(extra)}: {why}"))
+        return out
+    rule.__doc__ = f"no communication but {allowed}"
+    return rule
+
+
+# ---------------------------------------------------- fun_allreduce_rd.c
+
+
+def rd_cases(rng):
+    specs = []
+    for n in NPS:
+        counts = counts_for(n)
+        for i, (dtype, op) in enumerate(REDUCTIONS):
+            specs.append({"np": n, "dtype": dtype, "op": op,
+                          "count": counts[(i + n) % len(counts)]})
+        specs.append({"np": n, "dtype": "float32", "op": "sum", "count": 10007})
+    return make_cases(ALLREDUCE_RD, specs)
+
+
+def pow2_below(n):
+    """The largest power of two <= n."""
+    return 1 << (n.bit_length() - 1)
+
+
+def rd_sends(case, r):
+    """Messages rank r sends: log2(p2) rounds, plus the result for its folded
+    partner r + p2; a folded rank (r >= p2) sends its buffer once."""
+    p2 = pow2_below(case.np)
+    if r >= p2:
+        return 1
+    return p2.bit_length() - 1 + (1 if r + p2 < case.np else 0)
+
+
+def rd_why(case, r):
+    p2 = pow2_below(case.np)
+    if r >= p2:
+        return f"it folds its buffer into rank {r - p2} and receives the result back"
+    rounds = amount(p2.bit_length() - 1, " rounds")
+    if r + p2 < case.np:
+        return f"{rounds} among the {p2} ranks below p2 = {p2}, plus the result for rank {r + p2}"
+    return f"{rounds} among the {p2} ranks below p2 = {p2}"
+
+
+def rd_messages(case, inputs, records):
+    """Exactly the messages of recursive doubling with the fold-in step."""
+    out = []
+    for r, rec in enumerate(records):
+        want = rd_sends(case, r)
+        # An empty buffer may be skipped altogether.
+        ok = rec.msgs_sent == want or (case["count"] == 0 and rec.msgs_sent < want)
+        if not ok:
+            out.append((r, f"rank {r} sent {amount(rec.msgs_sent, ' messages')}; recursive "
+                           f"doubling at np={case.np} has it send exactly "
+                           f"{amount(want, ' messages')}: {rd_why(case, r)}"))
+    return out
+
+
+def rd_bytes(case, inputs, records):
+    """Every message carries the whole buffer: count elements."""
+    out = []
+    whole = case["count"] * itemsize(case)
+    for r, rec in enumerate(records):
+        want = rec.msgs_sent * whole
+        if rec.bytes_sent != want:
+            out.append((r, f"rank {r} sent {amount(rec.bytes_sent, ' B')} in "
+                           f"{amount(rec.msgs_sent, ' messages')}; in recursive doubling every "
+                           f"message is the whole buffer, {whole} B, so {want} B"))
+    return out
+
+
+ALLREDUCE_RD = Test(
+    exercise="fun_allreduce_rd", name="allreduce_rd", points=10,
+    cases=rd_cases, inputs=allreduce_inputs, reference=allreduce_reference,
+    tolerance=allreduce_tolerance,
+    rules=[point_to_point_only, rd_messages, rd_bytes],
+)
+
+# --------------------------------------------------------- fun_barrier.c
+
+LATE = 0.060  # the last rank's delay (s); the others arrive within EARLY
+EARLY = 0.020
+
+
+def barrier_cases(rng):
+    specs = []
+    for n in NPS:
+        for late in sorted({n - 1, 0, int(rng.integers(0, n))}):
+            specs.append({"np": n, "late": late})
+    return make_cases(BARRIER, specs)
+
+
+def barrier_inputs(case, rng):
+    """Each rank's delay before it enters the barrier: distinct, one rank clearly last."""
+    early = rng.permutation(case.np) * (EARLY / max(case.np, 1))
+    return {"delay": [np.array([LATE if r == case["late"] else early[r]], dtype=np.float64)
+                      for r in range(case.np)]}
+
+
+def barrier_reference(case, inputs):
+    return [{} for _ in range(case.np)]  # the check below judges the timestamps
+
+
+def nobody_leaves_early(case, inputs, outs):
+    """No rank left the barrier before the last rank arrived (one clock per node)."""
+    if any("arrive" not in o or "leave" not in o for o in outs):
+        return [(r, f"rank {r} wrote no 'arrive' or 'leave' timestamp")
+                for r, o in enumerate(outs) if "arrive" not in o or "leave" not in o]
+    arrive = [float(o["arrive"][0]) for o in outs]
+    leave = [float(o["leave"][0]) for o in outs]
+    t0, last = min(arrive), int(np.argmax(arrive))
+
+    def ms(t):
+        return f"+{1e3 * (t - t0):.1f} ms"
+
+    return [(r, f"rank {r} left at {ms(leave[r])}, before rank {last} arrived at "
+                f"{ms(arrive[last])}: nobody may leave a barrier before the last rank enters it")
+            for r in range(case.np) if leave[r] < arrive[last]]
+
+
+def one_signal_per_round(case, inputs, records):
+    """ceil(log2 np) rounds: exactly one message sent and one received in each."""
+    want = ceil_log2(case.np)
+    out = []
+    for r, rec in enumerate(records):
+        if rec.msgs_sent != want or rec.msgs_recv != want:
+            out.append((r, f"rank {r} sent {amount(rec.msgs_sent, ' messages')} and received "
+                           f"{rec.msgs_recv}; the dissemination barrier at np={case.np} has "
+                           f"ceil(log2 np) = {amount(want, ' rounds')}, one message out and one "
+                           f"in per round"))
+    return out
+
+
+def empty_signals(case, inputs, records):
+    """A signal carries no data."""
+    return [(r, f"rank {r} sent {amount(rec.bytes_sent, ' B')}; a barrier's messages are "
+                f"signals and carry no data (count 0)")
+            for r, rec in enumerate(records) if rec.bytes_sent != 0]
+
+
+BARRIER = Test(
+    exercise="fun_barrier", name="barrier_dissemination", points=10,
+    cases=barrier_cases, inputs=barrier_inputs, reference=barrier_reference,
+    label=lambda c: f"np={c.np}, rank {c['late']} arrives last",
+    check=nobody_leaves_early,
+    rules=[point_to_point_only, one_signal_per_round, empty_signals],
+)
+
+# --------------------------------------------------------- fun_all2all.c
+
+SPLIT_PATTERNS = ("random", "sparse", "skewed", "empty")
+
+
+def splits_cases(rng):
+    return make_cases(ALLTOALLV_SPLITS, [{"np": n, "pattern": p}
+                                         for n in NPS for p in SPLIT_PATTERNS])
+
+
+def splits_inputs(case, rng):
+    splits = a2a_splits(case, rng).astype(np.int32)
+    return {"splits": splits,
+            "x": [random_values(rng, "float32", "max", int(splits[r].sum()))
+                  for r in range(case.np)]}
+
+
+def splits_reference(case, inputs):
+    splits, xs = inputs["splits"], inputs["x"]
+    starts = [np.concatenate([[0], np.cumsum(row)]).astype(int) for row in splits]
+    return [{"y": np.concatenate([xs[i][starts[i][j]:starts[i][j + 1]] for i in range(case.np)])}
+            for j in range(case.np)]
+
+
+ALLTOALLV_SPLITS = Test(
+    exercise="fun_all2all", name="alltoallv_from_splits", points=5,
+    cases=splits_cases, inputs=splits_inputs, reference=splits_reference, tolerance=exact,
+    label=lambda c: f"np={c.np} {c['pattern']} splits",
+    rules=[
+        calls_exactly("MPI_Alltoallv", lambda c, i, r: 1,
+                      "the exchange is one MPI_Alltoallv with counts from the split matrix"),
+        nothing_but("MPI_Alltoallv", "every rank already holds the whole split matrix, so "
+                    "MPI_Alltoallv needs no exchange before it"),
+    ],
+)
+
+# ---------------------------------------------------- fun_dist_softmax.c
+
+# (how the elements are spread over the ranks, the logits' centre, their spread)
+SOFTMAX_SHAPES = [("even", 1000.0, 10.0), ("uneven", -1000.0, 10.0), ("first empty", 0.0, 5.0),
+                  ("one", 1e4, 10.0), ("long", 0.0, 5.0), ("uneven", 1e4, 20.0),
+                  ("none", 0.0, 5.0)]
+
+
+def softmax_counts(rng, n, spread):
+    if spread == "even":
+        return [5] * n
+    if spread == "uneven":
+        return [int(v) for v in rng.integers(0, 13, n)]
+    if spread == "first empty":
+        return [0] + [int(v) for v in rng.integers(1, 10, n - 1)]
+    if spread == "one":
+        at = int(rng.integers(0, n))
+        return [1 if r == at else 0 for r in range(n)]
+    if spread == "long":
+        return [int(v) for v in rng.integers(200, 301, n)]
+    return [0] * n
+
+
+def softmax_cases(rng):
+    specs = []
+    for n in NPS:
+        for spread, centre, width in SOFTMAX_SHAPES:
+            specs.append({"np": n, "counts": ",".join(map(str, softmax_counts(rng, n, spread))),
+                          "centre": centre, "width": width})
+    return make_cases(SOFTMAX, specs)
+
+
+def softmax_inputs(case, rng):
+    counts = [int(v) for v in case["counts"].split(",")]
+    return {"x": [(case["centre"] + rng.uniform(-case["width"], case["width"], k))
+                  .astype(np.float32) for k in counts]}
+
+
+def softmax_whole(inputs):
+    """The concatenated shards and their softmax, both in float64, and the shard starts."""
+    xs = inputs["x"]
+    x = np.concatenate(xs).astype(np.float64)
+    starts = np.concatenate([[0], np.cumsum([len(s) for s in xs])]).astype(int)
+    if not x.size:
+        return x, x, starts
+    e = np.exp(x - x.max())
+    return x, e / e.sum(), starts
+
+
+def softmax_reference(case, inputs):
+    _, y, starts = softmax_whole(inputs)
+    return [{"y": y[starts[r]:starts[r + 1]].astype(np.float32)} for r in range(case.np)]
+
+
+def softmax_tolerance(case, inputs, name, rank):
+    """Float32 rounding: about (|x_i - max| + the terms one rank sums + np) eps, relative.
+
+    exp(x_i - m) inherits the rounding of x_i - m, relative |x_i - m| eps; the
+    sum of exps errs by at most its number of terms times eps, relative: the
+    longest shard summed locally, then np partial sums.
+    """
+    x, y, starts = softmax_whole(inputs)
+    sl = slice(starts[rank], starts[rank + 1])
+    if not x.size:
+        return 0.0
+    eps = float(np.finfo(np.float32).eps)
+    terms = max(len(s) for s in inputs["x"]) + case.np
+    rel = 2 * eps * (np.abs(x[sl] - x.max()) + terms + 4)
+    return rel * y[sl] + float(np.finfo(np.float32).tiny)
+
+
+def softmax_label(case):
+    return (f"np={case.np} counts=[{case['counts']}] logits {case['centre']:g} "
+            f"+- {case['width']:g}")
+
+
+SOFTMAX = Test(
+    exercise="fun_dist_softmax", name="dist_softmax", points=5,
+    cases=softmax_cases, inputs=softmax_inputs, reference=softmax_reference,
+    tolerance=softmax_tolerance, label=softmax_label,
+    rules=[
+        calls_exactly("MPI_Allreduce", lambda c, i, r: 2,
+                      "one MPI_Allreduce for the max, one for the sum of exps"),
+        nothing_but("MPI_Allreduce", "the softmax needs nothing but the two MPI_Allreduce "
+                    "calls (no barrier: each all-reduce already waits for every rank)"),
+    ],
+)
+
+
+# In the order of docs/lc1_basic.md: point-to-point first, then the collectives.
+TESTS = [MESH, HALF, GROUP_SUMS, CHAIN, GATHER_ASYNC, RECV_ANY_SIZE, RING_SHIFT,
+         RING_SHIFT_SENDRECV, BCAST_LINEAR, BCAST_BINOMIAL, REDUCE_LINEAR, REDUCE_BINOMIAL,
+         GATHER_LINEAR, ALLGATHER_RING, SCATTER_LINEAR, REDUCE_SCATTER, RING_ALLREDUCE,
+         ALLREDUCE_RD, BARRIER, ALLTOALLV_SPLITS, ALLTOALLV, SOFTMAX]
+
+# The CUDA exercises' tests (device="cuda") live here until merged.
 import importlib as _importlib  # noqa: E402
 
-for _part in ("lc1_part_comm", "lc1_part_trees", "lc1_part_more", "lc1_part_cuda"):
-    try:
-        TESTS = TESTS + _importlib.import_module(f"lectures.{_part}").TESTS
-    except ModuleNotFoundError as _e:
-        if _e.name != f"lectures.{_part}":
-            raise
+try:
+    TESTS = TESTS + _importlib.import_module("lectures.lc1_part_cuda").TESTS
+except ModuleNotFoundError as _e:
+    if _e.name != "lectures.lc1_part_cuda":
+        raise
