@@ -73,6 +73,20 @@ void *xt_cuda_host_alloc_at(size_t bytes, const char *file, int line)
     return p;
 }
 
+void xt_cuda_upload(void *dev, const void *host, size_t bytes)
+{
+    XT_CUDA_CHECK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+    /* From pageable memory cudaMemcpy may return before the data lands, and
+     * work on a non-blocking stream does not wait for the legacy stream. */
+    XT_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void xt_cuda_download(void *host, const void *dev, size_t bytes)
+{
+    XT_CUDA_CHECK(cudaDeviceSynchronize());
+    XT_CUDA_CHECK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+}
+
 void xt_cuda_free(void *dev)
 {
     if (dev)

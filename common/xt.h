@@ -256,6 +256,9 @@ void *xt_cuda_malloc_at(size_t bytes, const char *file, int line);
 void *xt_cuda_host_alloc_at(size_t bytes, const char *file, int line); /* pinned */
 #define xt_cuda_malloc(bytes)     xt_cuda_malloc_at((bytes), __FILE__, __LINE__)
 #define xt_cuda_host_alloc(bytes) xt_cuda_host_alloc_at((bytes), __FILE__, __LINE__)
+/* Synchronous copies that also wait for every stream: for setting up and reading back. */
+void xt_cuda_upload(void *dev, const void *host, size_t bytes);
+void xt_cuda_download(void *host, const void *dev, size_t bytes);
 void xt_cuda_free(void *dev);
 void xt_cuda_host_free(void *pinned);
 

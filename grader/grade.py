@@ -191,7 +191,7 @@ def main():
                     results = [harness.TestResult(t, verdict="BUILD", lines=list(errs))
                                for t in ex_tests]
                 else:
-                    bad = harness.forbidden_calls(binaries[ex] + ".o")
+                    bad = harness.forbidden_calls(binaries[ex] + (".cu.o" if ext == ".cu" else ".o"))
                     if bad:
                         results = [harness.TestResult(t, verdict="RULE",
                                                       lines=[f"{sources[ex]} {bad[0]}"])

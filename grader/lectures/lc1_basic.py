@@ -1158,17 +1158,175 @@ SOFTMAX = Test(
 )
 
 
+
+# ========================================================= CUDA (DEVICE=cuda only)
+# p2p_cuda_stream.cu, fun_ring_allreduce_cuda.cu. Inputs start on the host;
+# each program copies them to the GPU, runs the function on device memory and
+# copies the result back. Rules count the messages the staging pipeline must
+# send: one per chunk (per segment of at most `chunk` floats), no more, no fewer.
+
+# Copies, events and a CUDA context per rank (up to 8 ranks on one GPU) make the
+# first case slow to start; correct cases finish in milliseconds after that.
+CUDA_WATCHDOG = 30.0
+
+
+def pieces(length, chunk):
+    """The lengths of `length` floats cut into pieces of at most `chunk`."""
+    return [min(chunk, length - off) for off in range(0, length, chunk)]
+
+
+def chunk_label(c):
+    return f"np={c.np} count={c['count']} chunk={c['chunk']}"
+
+
+# ------------------------------------------------------------ p2p_cuda_stream.cu
+
+# (count, chunk): empty, one float, a short last chunk, one chunk, chunk longer
+# than the buffer, one float a message, and buffers of a few MB where a copy
+# that is not waited for loses the race against MPI.
+P2P_SIZES = [(0, 4), (1, 1), (7, 3), (7, 7), (10, 64), (1000, 1), (1000, 256), (4099, 1024),
+             (1 << 18, 1 << 14), (300007, 65536)]
+
+
+def p2p_cases(test):
+    return lambda rng: make_cases(test(), [{"np": n, "count": count, "chunk": chunk}
+                                           for n in NPS for count, chunk in P2P_SIZES])
+
+
+def p2p_reference(case, inputs):
+    """Rank 2k+1 ends with rank 2k's buffer; every other rank keeps its own."""
+    return [{"x": inputs["x"][r - 1] if r % 2 == 1 else inputs["x"][r]}
+            for r in range(case.np)]
+
+
+def one_message_per_chunk(case, inputs, records):
+    """The sender (rank 2k) sends chunk i as one message, in order; nobody else sends."""
+    out = []
+    for r, rec in enumerate(records):
+        sender = r % 2 == 0 and r + 1 < case.np
+        want = [4 * n for n in pieces(case["count"], case["chunk"])] if sender else []
+        got = [e.bytes for e in rec.sends()]
+        if got != want:
+            out.append((r, f"rank {r} sent {amount(len(got), ' messages')} of {show(got)} B; "
+                           f"{case['count']} floats in chunks of {case['chunk']} are "
+                           f"{amount(len(want), ' messages')} of {show(want)} B, one per "
+                           f"chunk, in order"))
+    return out
+
+
+def show(sizes, most=6):
+    """[4096, 4096, ..., 12] for a long list."""
+    if len(sizes) <= most:
+        return str(sizes)
+    return "[" + ", ".join(map(str, sizes[:3])) + ", ..., " + \
+        ", ".join(map(str, sizes[-2:])) + "]"
+
+
+SEND_DEVICE = Test(
+    exercise="p2p_cuda_stream", name="send_device", points=5, device="cuda",
+    cases=p2p_cases(lambda: SEND_DEVICE), inputs=float_inputs, reference=p2p_reference,
+    tolerance=exact, label=chunk_label, watchdog=CUDA_WATCHDOG,
+    rules=[one_message_per_chunk],
+    hint="the grader receives with plain MPI_Recv on host memory; stale values usually mean "
+         "MPI read a pinned slot before its cudaMemcpyAsync finished (cudaEventSynchronize)",
+)
+
+RECV_DEVICE = Test(
+    exercise="p2p_cuda_stream", name="recv_device", points=5, device="cuda",
+    cases=p2p_cases(lambda: RECV_DEVICE), inputs=float_inputs, reference=p2p_reference,
+    tolerance=exact, label=chunk_label, watchdog=CUDA_WATCHDOG,
+    hint="the grader sends chunk i as one MPI_Send of MPI_FLOAT, tag 0, from host memory",
+)
+
+# ----------------------------------------------------- fun_ring_allreduce_cuda.cu
+
+# Cycled over the counts so that every np meets one float a message, segments
+# that do not divide a block, and segments longer than any block.
+RING_CHUNKS = (1, 2, 3, 5, 64, 1000, 4096)
+
+
+def ring_cases(rng):
+    specs = []
+    for n in NPS:
+        for i, count in enumerate(counts_for(n)):
+            chunk = RING_CHUNKS[(i + n) % len(RING_CHUNKS)]
+            specs.append({"np": n, "count": count, "chunk": chunk})
+        specs.append({"np": n, "count": 3 * n, "chunk": 1})
+        specs.append({"np": n, "count": 10007, "chunk": 256})
+        specs.append({"np": n, "count": (1 << 18) + 5, "chunk": 1 << 14})
+    return make_cases(RING_CUDA, specs)
+
+
+def ring_inputs(case, rng):
+    return {"x": [random_values(rng, "float32", "sum", case["count"]) for _ in range(case.np)]}
+
+
+def ring_reference(case, inputs):
+    full = reduce_ranks(np.stack(inputs["x"]), "sum")
+    return [{"x": full} for _ in range(case.np)]
+
+
+def ring_tolerance(case, inputs, name, rank):
+    return reduction_tolerance(np.stack(inputs["x"]), "sum")
+
+
+def ring_segments(case, r):
+    """Rank r's messages, in floats: the blocks the CPU ring sends (r-s in the
+    reduce-scatter, r+1-s in the all-gather), each cut into segments."""
+    n, count, chunk = case.np, case["count"], case["chunk"]
+    lens = [count // n + (b < count % n) for b in range(n)]
+    sent = [(r - s) % n for s in range(n - 1)] + [(r + 1 - s) % n for s in range(n - 1)]
+    return [p for b in sent for p in pieces(lens[b], chunk)]
+
+
+def segments_within_chunk(case, inputs, records):
+    """No message carries more than chunk floats."""
+    out = []
+    cap = 4 * case["chunk"]
+    for r, rec in enumerate(records):
+        big = [e.bytes for e in rec.sends() if e.bytes > cap]
+        if big:
+            out.append((r, f"rank {r} sent a message of {big[0]} B; a segment carries at most "
+                           f"chunk = {case['chunk']} floats ({cap} B), so that copies and "
+                           f"messages can overlap"))
+    return out
+
+
+def ring_messages(case, inputs, records):
+    """Exactly one message per nonempty segment of every block sent."""
+    out = []
+    for r, rec in enumerate(records):
+        want = len(ring_segments(case, r))
+        if rec.msgs_sent != want:
+            out.append((r, f"rank {r} sent {amount(rec.msgs_sent, ' messages')}, the pipelined "
+                           f"ring sends {want}: 2(np-1) blocks, each in ceil(block/chunk) "
+                           f"segments, none for an empty block"))
+    return out
+
+
+def ring_bytes(case, inputs, records):
+    """Every block but one per phase, once: exactly the CPU ring's bytes."""
+    out = []
+    for r, rec in enumerate(records):
+        want = 4 * sum(ring_segments(case, r))
+        if rec.bytes_sent != want:
+            out.append((r, f"rank {r} sent {rec.bytes_sent} B, the ring sends exactly {want} B "
+                           f"(every block but one per phase, once, as 4-byte floats)"))
+    return out
+
+
+RING_CUDA = Test(
+    exercise="fun_ring_allreduce_cuda", name="ring_allreduce_cuda", points=15, device="cuda",
+    cases=ring_cases, inputs=ring_inputs, reference=ring_reference, tolerance=ring_tolerance,
+    label=chunk_label, watchdog=CUDA_WATCHDOG,
+    rules=[point_to_point_only, one_neighbour, segments_within_chunk, ring_messages, ring_bytes],
+    hint="stale sums usually mean MPI read or refilled a pinned slot before the copy on the "
+         "stream finished: cudaEventSynchronize the slot's event first",
+)
+
 # In the order of docs/lc1_basic.md: point-to-point first, then the collectives.
 TESTS = [MESH, HALF, GROUP_SUMS, CHAIN, GATHER_ASYNC, RECV_ANY_SIZE, RING_SHIFT,
          RING_SHIFT_SENDRECV, BCAST_LINEAR, BCAST_BINOMIAL, REDUCE_LINEAR, REDUCE_BINOMIAL,
          GATHER_LINEAR, ALLGATHER_RING, SCATTER_LINEAR, REDUCE_SCATTER, RING_ALLREDUCE,
-         ALLREDUCE_RD, BARRIER, ALLTOALLV_SPLITS, ALLTOALLV, SOFTMAX]
-
-# The CUDA exercises' tests (device="cuda") live here until merged.
-import importlib as _importlib  # noqa: E402
-
-try:
-    TESTS = TESTS + _importlib.import_module("lectures.lc1_part_cuda").TESTS
-except ModuleNotFoundError as _e:
-    if _e.name != "lectures.lc1_part_cuda":
-        raise
+         ALLREDUCE_RD, BARRIER, ALLTOALLV_SPLITS, ALLTOALLV, SOFTMAX,
+         SEND_DEVICE, RECV_DEVICE, RING_CUDA]

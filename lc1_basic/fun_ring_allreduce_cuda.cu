@@ -1,0 +1,96 @@
+/*
+ * fun_ring_allreduce_cuda.cu: ring all-reduce of a GPU buffer, copies and messages pipelined.
+ * docs/lc1_basic.md#fun_ring_allreduce_cuda
+ *
+ * The ring of fun_ring_allreduce.c on device memory, float sum: afterwards
+ * every rank's d_buf holds the element-wise sum of all ranks' d_buf. Blocks
+ * and steps are the CPU version's: np blocks (the first count % np of them one
+ * element longer), reduce-scatter for np-1 steps (rank r sends block r-s and
+ * adds block r-s-1 into its own), then all-gather for np-1 steps (sends block
+ * r+1-s, stores block r-s).
+ *
+ * What changes on a GPU: MPI here cannot read device memory, so every byte
+ * goes device -> pinned host -> MPI -> pinned host -> device, and the addition
+ * is a CUDA kernel. Each block travels in segments of at most `chunk` floats,
+ * one message each, so that per step the copies and the messages overlap:
+ *
+ *     copy engine   [D2H 0][D2H 1]        [H2D 0 + add 0][D2H 2][H2D 1 + add 1] ...
+ *     MPI                  [segment 0    ][segment 1     ]       [segment 2    ] ...
+ *
+ * One stream carries every copy and kernel in program order, and that order
+ * is the data dependence: the next step's device-to-host copy of a block comes
+ * after the kernel that finished it. The host waits on events only where MPI
+ * touches pinned memory: before a send reads a slot (its copy must be done)
+ * and before a receive refills one (the copy out of it must be done).
+ *
+ * Cost: the CPU ring's bytes, 2 (np-1)/np of the buffer per rank, now one
+ * message per segment: 2 (np-1) blocks of about count/np floats, each in
+ * ceil(block/chunk) messages. With n = 4 count bytes, c = 4 chunk bytes,
+ * alpha per message, beta per byte on the link, gamma per byte of a PCIe copy:
+ *     a block a message:  2 (np-1) (alpha + n/np (beta + 2 gamma))
+ *     pipelined:          2 (np-1) ((n/(np c)) alpha + n/np max(beta, gamma) + 2 c gamma)
+ * Every step fills and drains its own pipeline: a segment's two copies.
+ */
+#include "xt.h"
+
+#include <stdlib.h>
+
+void ring_allreduce_cuda(float *d_buf, int count, int chunk, MPI_Comm comm)
+{
+    /*
+     * TODO: ring all-reduce of d_buf, at most chunk floats a message.
+     *   Blocks and steps as in ring_allreduce (fun_ring_allreduce.c). Per step,
+     *   cut the block you send and the block you receive into segments of at
+     *   most `chunk` floats; segment k is one MPI_Isend right / MPI_Irecv left
+     *   (tag 0), waited with MPI_Waitall. Stage through pinned slots, two per
+     *   direction (xt_cuda_host_alloc), on one non-blocking stream: start the
+     *   device-to-host copy of segment k+1 before sending segment k; after
+     *   segment k arrives, copy it to a device scratch and add it with a
+     *   __global__ kernel (reduce-scatter) or copy it into place (all-gather).
+     *   Record an event after each copy and cudaEventSynchronize it before MPI
+     *   reads or refills that slot. Synchronize the stream before returning.
+     *   No messages for empty segments; np = 1 or count = 0: nothing to do.
+     */
+    XT_TODO("ring all-reduce of d_buf, at most chunk floats a message.", d_buf, count, chunk, comm);
+}
+
+static void run_case(xt_case *c)
+{
+    XT_CHECK(xt_cuda_select_device() >= 0, "no GPU: fun_ring_allreduce_cuda needs one");
+    xt_array x = xt_case_input(c, "x");
+    int count = (int)x.count;
+    size_t bytes = sizeof(float) * (size_t)count;
+    float *d = (float *)xt_cuda_malloc(bytes);
+    xt_cuda_upload(d, (const float *)x.data, sizeof(float) * (size_t)count);
+    ring_allreduce_cuda(d, count, (int)xt_case_int(c, "chunk"), xt_case_comm(c));
+    XT_CUDA_CHECK(cudaMemcpy(x.data, d, bytes, cudaMemcpyDeviceToHost));
+    xt_case_output(c, "x", x.data, XT_F32, x.count);
+    xt_cuda_free(d);
+}
+
+/* Rank r holds 10 r + i at element i; all-reduce with sum, --chunk (2) floats a message. */
+static void demo(MPI_Comm comm)
+{
+    XT_CHECK(xt_cuda_select_device() >= 0, "no GPU: fun_ring_allreduce_cuda needs one");
+    int rank, np;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    int count = (int)xt_arg_int("count", 2 * np + 1), chunk = (int)xt_arg_int("chunk", 2);
+    XT_CHECK(count >= 0 && chunk > 0, "need --count >= 0 and --chunk > 0");
+    float *h = (float *)xt_malloc(sizeof(float) * (size_t)count);
+    for (int i = 0; i < count; i++)
+        h[i] = (float)(10 * rank + i);
+    float *d = (float *)xt_cuda_malloc(sizeof(float) * (size_t)count);
+    xt_cuda_upload(d, h, sizeof(float) * (size_t)count);
+    xt_print_buffer_ordered(comm, "before: ", h, count, MPI_FLOAT);
+    ring_allreduce_cuda(d, count, chunk, comm);
+    XT_CUDA_CHECK(cudaMemcpy(h, d, sizeof(float) * (size_t)count, cudaMemcpyDeviceToHost));
+    xt_print_buffer_ordered(comm, "after:  ", h, count, MPI_FLOAT);
+    xt_cuda_free(d);
+    free(h);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
