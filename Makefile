@@ -35,7 +35,7 @@ PROGRAMS  := $(patsubst %.c,$(BUILD)/%,$(wildcard lc*/*.c solutions/lc*/*.c))
 
 # ---------------------------------------------------------------- C programs
 
-all: $(LIBXT) $(TESTS) $(PROGRAMS) $(if $(filter 1,$(CUDA)),cuda)
+all: $(LIBXT) $(TESTS) $(PROGRAMS) $(BUILD)/bench/solutions/lc1_basic/bench $(if $(filter 1,$(CUDA)),cuda)
 
 $(LIBXT): $(LIBXT_OBJ)
 	@mkdir -p $(@D)
@@ -71,8 +71,51 @@ $(LIBXT_CUDA): $(BUILD)/common/cuda.cu.o
 	@rm -f $@
 	ar rcs $@ $^
 
+CUDA_LINK = $(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $< $(LIBXT_CUDA) $(LIBXT) -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ $(LDLIBS) -o $@
+
 $(CUDA_TESTS) $(CUDA_PROGRAMS): $(BUILD)/%: $(BUILD)/%.cu.o $(LIBXT_CUDA) $(LIBXT)
-	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $< $(LIBXT_CUDA) $(LIBXT) -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ $(LDLIBS) -o $@
+	$(CUDA_LINK)
+
+# Any other .cu program (a mutant under build/, say) links the same way; make
+# takes this rule where no .c file of that name exists.
+$(BUILD)/%: $(BUILD)/%.cu.o $(LIBXT_CUDA) $(LIBXT)
+	$(CUDA_LINK)
+
+# ---------------------------------------------------------------- benchmarks
+
+# make bench LC=1 (grader/bench.py, docs/parts/bench.md) links the exercises'
+# own objects with a driver, common/bench/lc1_basic.c: objcopy -G keeps only
+# the functions below global, so each file's main and helpers stay private
+# and no algorithm code is copied. A .direct.o copy renames the exercise's
+# MPI_x calls to PMPI_x and its function to xt_direct_<name>: the same code
+# past libxt's counting wrappers, to measure what they cost.
+OBJCOPY ?= objcopy
+NM      ?= nm
+BENCH1_SOURCES   := fun_ring_allreduce fun_allreduce_rd fun_gather fun_reduce_scatter \
+                    fun_broadcast fun_all2all_scratch
+BENCH1_FUNCTIONS := ring_allreduce allreduce_rd allgather_ring reduce_scatter_ring \
+                    bcast_binomial alltoallv_scratch
+# The objects of the exercise files that exist in tree $(1); a missing one is skipped.
+bench1_objects = $(foreach s,$(BENCH1_SOURCES),$(if $(wildcard $(1)/$(s).c),\
+                   $(BUILD)/bench/$(1)/$(s).o $(BUILD)/bench/$(1)/$(s).direct.o))
+
+$(BUILD)/bench/%.direct.o: $(BUILD)/%.o
+	@mkdir -p $(@D)
+	$(OBJCOPY) $(foreach f,$(BENCH1_FUNCTIONS),--redefine-sym $(f)=xt_direct_$(f) -G xt_direct_$(f)) \
+	  $$($(NM) -u $< | awk '$$2 ~ /^MPI_[A-Z][a-z]/ { printf "--redefine-sym %s=P%s ", $$2, $$2 }') \
+	  $< $@
+
+$(BUILD)/bench/%.o: $(BUILD)/%.o
+	@mkdir -p $(@D)
+	$(OBJCOPY) $(foreach f,$(BENCH1_FUNCTIONS),-G $(f)) $< $@
+
+$(BUILD)/bench/solutions/lc1_basic/bench: $(BUILD)/common/bench/lc1_basic.o \
+    $(call bench1_objects,solutions/lc1_basic) $(LIBXT)
+	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
+
+$(BUILD)/bench/lc1_basic/bench: $(BUILD)/common/bench/lc1_basic.o \
+    $(call bench1_objects,lc1_basic) $(LIBXT)
+	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/*/*/*.d $(BUILD)/*/*/*/*.d $(BUILD)/*/*/*/*/*/*.d)
 
@@ -100,8 +143,8 @@ demo:
 		$(if $(filter 1,$(TRACE)),--trace)
 
 bench:
-	@echo "make bench: the bandwidth benchmarks of lecture 1 are not written yet;"; \
-	 echo "they come with the lecture's remaining primitives (docs/lc1_basic.md)."; exit 2
+	@py=$$(grader/setup.sh) && "$$py" grader/bench.py $(ARGS_LC) $(if $(NP),--np $(NP)) \
+		$(if $(filter 0,$(SOL)),--student) $(if $(ARGS),--args="$(ARGS)")
 
 stubs:
 	@py=$$(grader/setup.sh) && "$$py" grader/stubgen.py --write
@@ -119,6 +162,8 @@ help:
 	@echo "make test                the project's tests: libxt, stubs, solutions, mutants"
 	@echo "make demo EX=name NP=4   run a solution in lecture mode (SOL=0: your own;"
 	@echo "                         TRACE=1: a timeline for https://ui.perfetto.dev)"
+	@echo "make bench LC=1 NP=4     bandwidth of the hand-written collectives beside the"
+	@echo "                         MPI library's own (SOL=0: your own)"
 	@echo "make deps                install what is missing (Open MPI, NumPy, a compiler)"
 	@echo "make stubs               regenerate the student tree from solutions/"
 	@echo "make format              clang-format every C file"

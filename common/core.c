@@ -31,6 +31,22 @@ double xti_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/*
+ * The same clock at the kernel tick's resolution (a few ms), for the PMPI
+ * wrappers: the watchdog needs no finer, and at about 20 ns instead of 60
+ * it keeps the counters' cost on an 8-byte message small.
+ */
+double xti_now_coarse(void)
+{
+#ifdef CLOCK_MONOTONIC_COARSE
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#else
+    return xti_now();
+#endif
+}
+
 double xt_now(void)
 {
     return xti_now();

@@ -293,7 +293,7 @@ static int enter(int fn, int peer, int tag, long bytes, MPI_Comm comm)
     call.comm = comm_kind(comm);
     call.comm_np = comm_size(comm);
     call.n_pending = call.n_more = 0;
-    call.since = xti_now();
+    call.since = xti_now_coarse();
     end_write();
     trace_t0 = xti_trace_clock();
     return 1;
@@ -315,7 +315,7 @@ static int leave(int rc)
         begin_write();
         call.last_fn = call.fn;
         call.fn = -1;
-        call.last_return = xti_now();
+        call.last_return = xti_now_coarse();
         end_write();
     }
     return rc;

@@ -98,7 +98,7 @@ def fresh(name):
 def test_build(s, cuda):
     s.section("build (-Wall -Wextra -Werror)")
     rc, out = sh(["make", "-j2", "--no-print-directory", "all"])
-    s.record("gcc: libxt, its tests, student tree, solutions", rc == 0, tail(out))
+    s.record("gcc: libxt, its tests, student tree, solutions, bench", rc == 0, tail(out))
     if shutil.which("clang"):
         env = dict(os.environ, OMPI_CC="clang", MPICH_CC="clang")
         rc, out = sh(["make", "-j2", "--no-print-directory", "BUILD=build/clang", "all"], env=env)
@@ -119,6 +119,7 @@ def test_build(s, cuda):
 def test_format(s):
     s.section("format")
     files = sorted(glob.glob("common/*.[ch]") + glob.glob("common/*.cu") +
+                   glob.glob("common/bench/*.c") +
                    glob.glob("common/tests/*.c") + glob.glob("common/tests/*.cu") +
                    glob.glob("solutions/lc*/*.c") + glob.glob("solutions/lc*/*.cu") +
                    glob.glob("lc*/*.c") + glob.glob("lc*/*.cu"))
@@ -461,6 +462,36 @@ def grade(s, args, title, expect_all):
     return took, res.returncode, data
 
 
+def test_bench(s):
+    s.section("bench (make bench LC=1, small sizes)")
+    out = fresh("bench")
+    start = time.monotonic()
+    res = subprocess.run([sys.executable, os.path.join("grader", "bench.py"), "--np", "3",
+                          "--max", "4K", "--wrapcost", "8", "--out", out],
+                         capture_output=True, text=True, timeout=300)
+    took = time.monotonic() - start
+    problems = [] if res.returncode == 0 else tail(res.stdout + res.stderr)
+    try:
+        with open(os.path.join(out, "lc1_basic_np3.json")) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        data = {"collectives": []}
+        problems.append(f"no results: {e}")
+    names = [c["name"] for c in data["collectives"]]
+    want = ["ring_allreduce", "allreduce_rd", "allgather_ring", "reduce_scatter_ring",
+            "bcast_binomial", "alltoallv_scratch"]
+    if sorted(names) != sorted(want):
+        problems.append(f"benched {names}, expected {want}")
+    for c in data["collectives"]:
+        bad = [r for r in c["rows"] if r["check"] != "ok" or not r["t_hand"] > 0]
+        if bad or not c["rows"]:
+            problems.append(f"{c['name']}: rows {bad or 'none'}")
+    if not os.path.exists(os.path.join(out, "lc1_basic_np3.svg")):
+        problems.append("no plot written")
+    s.record("bench: all six collectives at np=3, every timed result checked against the "
+             "library's, a plot", not problems, problems, f"({took:.1f} s)")
+
+
 def test_grades(s):
     s.section("solutions (make grade LC=1 SOL=1)")
     got = grade(s, ["--lc", "1", "--sol"], "solutions", "OK")
@@ -533,7 +564,7 @@ def main():
     sections = [("build", lambda: test_build(s, args.cuda)), ("format", lambda: test_format(s)),
                 ("libxt", lambda: libxt(s)), ("grader", lambda: test_grader_units(s)),
                 ("stubs", lambda: test_stubs(s)), ("grades", lambda: test_grades(s)),
-                ("mutants", lambda: test_mutants(s))]
+                ("bench", lambda: test_bench(s)), ("mutants", lambda: test_mutants(s))]
     for name, run in sections:
         if args.only and args.only not in name:
             continue
