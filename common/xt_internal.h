@@ -56,7 +56,7 @@ typedef struct {
 extern xti_globals xti;
 
 /* core.c */
-double xti_now(void); /* monotonic seconds */
+double xti_now(void);        /* monotonic seconds */
 double xti_now_coarse(void); /* the same clock, to the tick */
 /* Writes one tab-separated line "KIND\tcase=..\tgroup=..\trank=..\tworld=..\tus=..\t<text>"
  * to the status file (if any); async-signal-safe. */
