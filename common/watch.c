@@ -98,7 +98,9 @@ void xti_watch_send(const void *buf, int count, MPI_Datatype dt, int peer)
 {
     if (!w.on || peer < 0)
         return;
-    step *s = w.n > 0 && w.steps[w.n - 1].to < 0 ? current() : new_step();
+    /* A receive posted just before (not yet reduced in) belongs to this send's step. */
+    step *s =
+        w.n > 0 && w.steps[w.n - 1].to < 0 && !w.steps[w.n - 1].folded ? current() : new_step();
     if (!s)
         return;
     s->to = peer;
