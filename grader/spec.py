@@ -257,6 +257,33 @@ def amount(n, unit):
     return f"{n}{unit[:-1] if n == 1 and unit.endswith('s') else unit}"
 
 
+def exactly(measure, what, unit, expected, formula):
+    """Each rank's measure(record) is exactly expected(case, inputs, rank): a budget with
+    no slack, for algorithms whose every message is determined.
+
+    The message reads "rank R <what> N<unit>, the algorithm sends exactly M<unit> (formula)".
+    """
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            got, want = measure(rec), expected(case, inputs, r)
+            if got != want:
+                out.append((r, f"rank {r} {what} {amount(got, unit)}, the algorithm sends "
+                               f"exactly {amount(want, unit)} ({formula})"))
+        return out
+    return rule
+
+
+def messages_exactly(expected, formula):
+    """Each rank sends exactly expected(case, inputs, rank) messages."""
+    return exactly(lambda rec: rec.msgs_sent, "sent", " messages", expected, formula)
+
+
+def bytes_sent_exactly(expected, formula):
+    """Each rank sends exactly expected(case, inputs, rank) bytes."""
+    return exactly(lambda rec: rec.bytes_sent, "sent", " B", expected, formula)
+
+
 def max_messages(limit, formula):
     """Each rank sends at most limit(case, inputs, rank) messages."""
     return at_most(lambda rec: rec.msgs_sent, "sent", " messages", limit, formula)

@@ -7,9 +7,9 @@ parallel algorithm itself. Rules state the algorithm's cost exactly.
 
 import numpy as np
 
-from spec import (amount, calls_exactly, ceil_log2, exact, itemsize, make_cases, max_bytes_sent,
-                  max_messages, NPS, only_calls, point_to_point_only, random_values, reduce_ranks,
-                  reduction_tolerance, Test)
+from spec import (amount, bytes_sent_exactly, calls_exactly, ceil_log2, exact, itemsize, make_cases,
+                  max_bytes_sent, max_messages, messages_exactly, NPS, only_calls,
+                  point_to_point_only, random_values, reduce_ranks, reduction_tolerance, Test)
 
 LECTURE = "lc1_basic"
 
@@ -1018,19 +1018,16 @@ def one_signal_per_round(case, inputs, records):
     return out
 
 
-def empty_signals(case, inputs, records):
-    """A signal carries no data."""
-    return [(r, f"rank {r} sent {amount(rec.bytes_sent, ' B')}; a barrier's messages are "
-                f"signals and carry no data (count 0)")
-            for r, rec in enumerate(records) if rec.bytes_sent != 0]
-
-
 BARRIER = Test(
     exercise="fun_barrier", name="barrier_dissemination", points=10,
     cases=barrier_cases, inputs=barrier_inputs, reference=barrier_reference,
     label=lambda c: f"np={c.np}, rank {c['late']} arrives last",
     check=nobody_leaves_early,
-    rules=[point_to_point_only, one_signal_per_round, empty_signals],
+    rules=[
+        point_to_point_only, one_signal_per_round,
+        bytes_sent_exactly(lambda c, i, r: 0, "a barrier's messages are signals and carry no "
+                                              "data: count 0"),
+    ],
 )
 
 # --------------------------------------------------------- fun_all2all.c
@@ -1292,34 +1289,18 @@ def segments_within_chunk(case, inputs, records):
     return out
 
 
-def ring_messages(case, inputs, records):
-    """Exactly one message per nonempty segment of every block sent."""
-    out = []
-    for r, rec in enumerate(records):
-        want = len(ring_segments(case, r))
-        if rec.msgs_sent != want:
-            out.append((r, f"rank {r} sent {amount(rec.msgs_sent, ' messages')}, the pipelined "
-                           f"ring sends {want}: 2(np-1) blocks, each in ceil(block/chunk) "
-                           f"segments, none for an empty block"))
-    return out
-
-
-def ring_bytes(case, inputs, records):
-    """Every block but one per phase, once: exactly the CPU ring's bytes."""
-    out = []
-    for r, rec in enumerate(records):
-        want = 4 * sum(ring_segments(case, r))
-        if rec.bytes_sent != want:
-            out.append((r, f"rank {r} sent {rec.bytes_sent} B, the ring sends exactly {want} B "
-                           f"(every block but one per phase, once, as 4-byte floats)"))
-    return out
-
-
 RING_CUDA = Test(
     exercise="fun_ring_allreduce_cuda", name="ring_allreduce_cuda", points=15, device="cuda",
     cases=ring_cases, inputs=ring_inputs, reference=ring_reference, tolerance=ring_tolerance,
     label=chunk_label, watchdog=CUDA_WATCHDOG,
-    rules=[point_to_point_only, one_neighbour, segments_within_chunk, ring_messages, ring_bytes],
+    rules=[
+        point_to_point_only, one_neighbour, segments_within_chunk,
+        messages_exactly(lambda c, i, r: len(ring_segments(c, r)),
+                         "2(np-1) blocks, each in ceil(block/chunk) segments, none for an "
+                         "empty block"),
+        bytes_sent_exactly(lambda c, i, r: 4 * sum(ring_segments(c, r)),
+                           "every block but one per phase, once, as 4-byte floats"),
+    ],
     hint="stale sums usually mean MPI read or refilled a pinned slot before the copy on the "
          "stream finished: cudaEventSynchronize the slot's event first",
 )
