@@ -109,12 +109,10 @@ $(BUILD)/bench/%.o: $(BUILD)/%.o
 	@mkdir -p $(@D)
 	$(OBJCOPY) $(foreach f,$(BENCH1_FUNCTIONS),-G $(f)) $< $@
 
-$(BUILD)/bench/solutions/lc1_basic/bench: $(BUILD)/common/bench/lc1_basic.o \
-    $(call bench1_objects,solutions/lc1_basic) $(LIBXT)
-	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
-
-$(BUILD)/bench/lc1_basic/bench: $(BUILD)/common/bench/lc1_basic.o \
-    $(call bench1_objects,lc1_basic) $(LIBXT)
+# The bench of any tree of exercise files: build/bench/<tree>/bench, the tree
+# being solutions/lc1_basic, lc1_basic or a mutant's copy.
+.SECONDEXPANSION:
+$(BUILD)/bench/%/bench: $(BUILD)/common/bench/lc1_basic.o $$(call bench1_objects,$$*) $(LIBXT)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/*/*/*.d $(BUILD)/*/*/*/*.d $(BUILD)/*/*/*/*/*/*.d)

@@ -5,7 +5,7 @@ Times lecture 1's hand-written collectives beside the MPI library's own and
 prints one table per collective in the layout of nccl-tests: time, algbw and
 busbw of each, their ratio, and whether the hand-written result matched the
 library's. Writes the results as JSON and a plot of busbw against message size
-(SVG) under build/bench/. docs/parts/bench.md explains the columns.
+(SVG) under build/bench/. docs/lc1_basic.md (Bandwidth) explains the columns.
 
 The measuring is done by build/bench/<tree>/bench (common/bench/lc1_basic.c),
 one launch per collective. Exit status: 0 when every check passed, 1 when a
@@ -94,7 +94,8 @@ def options(argv):
     ap.add_argument("--budget", type=float, default=270,
                     help="seconds the whole bench should take at most: on a slow machine the "
                          "largest sizes get fewer timed calls (default 270)")
-    ap.add_argument("--binary", help="run this bench program instead of building one (tests)")
+    ap.add_argument("--tree", help="bench the exercise files under TREE/lc1_basic (a mutant's "
+                                   "copy, say) instead of solutions/")
     args = ap.parse_args(argv)
     if args.args:
         args = ap.parse_args(argv + shlex.split(args.args))
@@ -292,13 +293,13 @@ def main(argv):
         print("bench: need np >= 1 and 1 <= min <= max", file=sys.stderr)
         return 2
 
-    tree = "lc1_basic" if args.student else os.path.join("solutions", "lc1_basic")
-    binary = args.binary or os.path.join("build", "bench", tree, "bench")
-    if not args.binary:
-        build = subprocess.run(["make", "-s", "--no-print-directory", binary])
-        if build.returncode != 0:
-            print(f"bench: building {binary} failed", file=sys.stderr)
-            return 1
+    tree = ("lc1_basic" if args.student else
+            os.path.normpath(os.path.join(args.tree or "solutions", "lc1_basic")))
+    binary = os.path.join("build", "bench", tree, "bench")
+    build = subprocess.run(["make", "-s", "--no-print-directory", binary])
+    if build.returncode != 0:
+        print(f"bench: building {binary} failed", file=sys.stderr)
+        return 1
 
     flavor_version = launch.mpi_flavor()[1]
     ncores = cores()
@@ -379,7 +380,9 @@ def main(argv):
     print_summary(results)
     total = time.monotonic() - started
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"lc1_basic{'_student' if args.student else ''}_np{args.np}")
+    tag = "_student" if args.student else ("_" + re.sub(r"\W+", "_", args.tree.strip("/"))
+                                           if args.tree else "")
+    stem = os.path.join(args.out, f"lc1_basic{tag}_np{args.np}")
     meta = {"np": args.np, "cores": ncores, "mpi": flavor_version, "dtype": args.dtype,
             "tree": tree, "seconds": round(total, 1), "collectives": results}
     with open(stem + ".json", "w") as f:

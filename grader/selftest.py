@@ -491,6 +491,27 @@ def test_bench(s):
     s.record("bench: all six collectives at np=3, every timed result checked against the "
              "library's, a plot", not problems, problems, f"({took:.1f} s)")
 
+    # The check must fail when it should: a ring all-reduce that assumes np divides count.
+    tree = fresh("bench_mutant")
+    os.makedirs(os.path.join(tree, "lc1_basic"))
+    for src in glob.glob(os.path.join("solutions", "lc1_basic", "*.c")):
+        shutil.copy(src, os.path.join(tree, "lc1_basic"))
+    m = mutants.parse(os.path.join(HERE, "mutants", "lc1_basic",
+                                   "ring_allreduce_assumes_divisible.patch"))
+    with open(m.target) as f:
+        text = mutants.apply(f.read(), m.hunks)
+    with open(os.path.join(tree, "lc1_basic", "fun_ring_allreduce.c"), "w") as f:
+        f.write(text)
+    res = subprocess.run([sys.executable, os.path.join("grader", "bench.py"), "--np", "3",
+                          "--coll", "ring_allreduce", "--max", "64", "--wrapcost", "0",
+                          "--tree", tree, "--out", os.path.join(tree, "out")],
+                         capture_output=True, text=True, timeout=300)
+    out = res.stdout + res.stderr
+    s.record("bench: a wrong hand-written result is reported (rank, index, both values) and "
+             "fails the run", res.returncode == 1 and "WRONG" in out and
+             re.search(r"ERROR: ring_allreduce at \d+ B differs .* rank \d+ \[\d+\]", out),
+             tail(out))
+
 
 def test_grades(s):
     s.section("solutions (make grade LC=1 SOL=1)")
