@@ -83,7 +83,7 @@ $(BUILD)/%: $(BUILD)/%.cu.o $(LIBXT_CUDA) $(LIBXT)
 
 # ---------------------------------------------------------------- benchmarks
 
-# make bench LC=1 (grader/bench.py, docs/parts/bench.md) links the exercises'
+# make bench LC=1 (grader/bench.py, docs/lc1_basic.md (Bandwidth)) links the exercises'
 # own objects with a driver, common/bench/lc1_basic.c: objcopy -G keeps only
 # the functions below global, so each file's main and helpers stay private
 # and no algorithm code is copied. A .direct.o copy renames the exercise's

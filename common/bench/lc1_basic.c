@@ -1,6 +1,6 @@
 /*
  * common/bench/lc1_basic.c: the measuring half of `make bench LC=1`.
- * docs/parts/bench.md; grader/bench.py starts it and prints the tables.
+ * docs/lc1_basic.md (Bandwidth); grader/bench.py starts it and prints the tables.
  *
  * One launch times one hand-written collective of lecture 1 beside the MPI
  * library's own, for every message size from --min to --max bytes (doubling):
