@@ -37,6 +37,16 @@ const char *xt_dtype_name(xt_dtype dt)
     return (unsigned)dt < XT_NDTYPES ? dtypes[dt].name : "?";
 }
 
+int xt_dtype_from_name(const char *name, xt_dtype *out)
+{
+    for (int i = 0; i < XT_NDTYPES; i++)
+        if (dtypes[i].name && strcmp(dtypes[i].name, name) == 0) {
+            *out = (xt_dtype)i;
+            return 1;
+        }
+    return 0;
+}
+
 MPI_Datatype xt_dtype_mpi(xt_dtype dt)
 {
     switch (dt) {

@@ -143,9 +143,10 @@ typedef enum {
 } xt_dtype;
 
 size_t xt_dtype_size(xt_dtype dt);
-const char *xt_dtype_name(xt_dtype dt);                /* NumPy's name: "float32", "int64", ... */
-MPI_Datatype xt_dtype_mpi(xt_dtype dt);                /* F16 and BF16 travel as MPI_UINT16_T */
-int xt_dtype_from_mpi(MPI_Datatype mt, xt_dtype *out); /* 0 when mt has no xt_dtype */
+const char *xt_dtype_name(xt_dtype dt);                  /* NumPy's name: "float32", "int64", ... */
+int xt_dtype_from_name(const char *name, xt_dtype *out); /* 0 when no dtype has that name */
+MPI_Datatype xt_dtype_mpi(xt_dtype dt);                  /* F16 and BF16 travel as MPI_UINT16_T */
+int xt_dtype_from_mpi(MPI_Datatype mt, xt_dtype *out);   /* 0 when mt has no xt_dtype */
 
 #define XT_NPY_MAXDIM 8
 

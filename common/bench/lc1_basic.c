@@ -491,15 +491,11 @@ static void root_print(const bench *b, const char *fmt, ...)
 
 static xt_dtype parse_dtype(const char *name)
 {
-    if (strcmp(name, "float32") == 0 || strcmp(name, "float") == 0)
-        return XT_F32;
-    if (strcmp(name, "float64") == 0 || strcmp(name, "double") == 0)
-        return XT_F64;
-    if (strcmp(name, "int32") == 0)
-        return XT_I32;
-    if (strcmp(name, "int64") == 0)
-        return XT_I64;
-    xt_die("--dtype %s: the bench takes float32, float64, int32 or int64", name);
+    xt_dtype dt;
+    if (!xt_dtype_from_name(name, &dt) ||
+        (dt != XT_F32 && dt != XT_F64 && dt != XT_I32 && dt != XT_I64))
+        xt_die("--dtype %s: the bench takes float32, float64, int32 or int64", name);
+    return dt;
 }
 
 int main(int argc, char **argv)
