@@ -528,8 +528,9 @@ void xt_printf_ordered(MPI_Comm comm, const char *fmt, ...)
     free(text);
 }
 
-static void format_one(char *out, size_t cap, const char *p, xt_dtype dt)
+void xti_format_value(char *out, size_t cap, const void *value, xt_dtype dt)
 {
+    const char *p = value;
     switch (dt) {
     case XT_F32:
         snprintf(out, cap, "%g", (double)*(const float *)p);
@@ -600,7 +601,7 @@ void xt_format_buffer(char *out, size_t cap, const void *buf, int count, MPI_Dat
             i = count - tail;
         }
         char one[48];
-        format_one(one, sizeof one, (const char *)buf + (size_t)i * sz, xd);
+        xti_format_value(one, sizeof one, (const char *)buf + (size_t)i * sz, xd);
         pos = append(out, cap, pos, "%s%s", i ? " " : "", one);
     }
     append(out, cap, pos, "]");

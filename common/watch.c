@@ -30,7 +30,8 @@ static struct {
     int on;
     const char *base;
     int count, size, nchunks;
-    MPI_Datatype dt;
+    xt_dtype xd;
+    int known; /* dt has an xt_dtype, so its values can be printed */
     step steps[MAX_STEPS];
     int n;
     int overflow; /* steps past MAX_STEPS were not kept */
@@ -47,7 +48,7 @@ void xt_watch_begin(const void *buf, int count, MPI_Datatype dt, int nchunks)
     w.base = buf;
     w.count = count;
     w.size = size;
-    w.dt = dt;
+    w.known = xt_dtype_from_mpi(dt, &w.xd);
     w.nchunks = nchunks > 0 ? nchunks : 1;
 }
 
@@ -155,14 +156,8 @@ static void name_range(char *out, size_t cap, int a, int b)
 
 static void format_value(char *out, size_t cap, const char *p)
 {
-    if (w.dt == MPI_INT)
-        snprintf(out, cap, "%d", *(const int *)p);
-    else if (w.dt == MPI_FLOAT)
-        snprintf(out, cap, "%g", (double)*(const float *)p);
-    else if (w.dt == MPI_DOUBLE)
-        snprintf(out, cap, "%g", *(const double *)p);
-    else if (w.dt == MPI_LONG || w.dt == MPI_INT64_T)
-        snprintf(out, cap, "%ld", *(const long *)p);
+    if (w.known)
+        xti_format_value(out, cap, p, w.xd);
     else
         snprintf(out, cap, "?");
 }

@@ -58,6 +58,8 @@ extern xti_globals xti;
 /* core.c */
 double xti_now(void);        /* monotonic seconds */
 double xti_now_coarse(void); /* the same clock, to the tick */
+/* One element as xt_print_buffer_ordered prints it. */
+void xti_format_value(char *out, size_t cap, const void *value, xt_dtype dt);
 /* Writes one tab-separated line "KIND\tcase=..\tgroup=..\trank=..\tworld=..\tus=..\t<text>"
  * to the status file (if any); async-signal-safe. */
 void xti_status_line(const char *kind, const char *text);
