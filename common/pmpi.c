@@ -425,6 +425,42 @@ static void span(const void *buf, int count, MPI_Datatype dt, const char **lo, c
 static int reuse_noted; /* one note per case is enough */
 
 /*
+ * The active requests that own a buffer, kept apart from the request table so
+ * that the check below, which runs on every point-to-point call, looks at the
+ * few pending requests rather than at every slot of the table.
+ */
+typedef struct {
+    MPI_Request h;
+    const char *lo, *hi;
+    short fn;
+    char dir;
+    int peer, tag;
+} owner;
+static owner *owners;
+static int n_owners, cap_owners;
+
+static void owner_add(const request *r)
+{
+    if (r->lo == r->hi)
+        return;
+    if (n_owners == cap_owners) {
+        cap_owners = cap_owners ? 2 * cap_owners : 64;
+        owners = realloc(owners, (size_t)cap_owners * sizeof *owners);
+        XT_CHECK(owners, "out of memory for the request table");
+    }
+    owners[n_owners++] = (owner){r->h, r->lo, r->hi, r->fn, r->dir, r->peer, r->tag};
+}
+
+static void owner_drop(MPI_Request h)
+{
+    for (int i = n_owners - 1; i >= 0; i--)
+        if (owners[i].h == h) {
+            owners[i] = owners[--n_owners];
+            return;
+        }
+}
+
+/*
  * From a nonblocking call until its request completes, the buffer belongs to
  * MPI: receiving into it, or sending from memory that a pending receive is
  * filling, races with the transfer (two sends may share a buffer). Such a bug
@@ -432,15 +468,15 @@ static int reuse_noted; /* one note per case is enough */
  */
 static void check_buffer_free(int fn, char dir, const void *buf, int count, MPI_Datatype dt)
 {
-    if (!n_reqs || reuse_noted)
+    if (!n_owners || reuse_noted)
         return;
     const char *lo, *hi;
     span(buf, count, dt, &lo, &hi);
     if (lo == hi)
         return;
-    for (size_t i = 0; i < cap_reqs; i++) {
-        const request *r = &reqs[i];
-        if (!r->used || !r->active || r->lo == r->hi || r->hi <= lo || hi <= r->lo)
+    for (int i = 0; i < n_owners; i++) {
+        const owner *r = &owners[i];
+        if (r->hi <= lo || hi <= r->lo)
             continue;
         if (dir == 'S' && r->dir == 'S')
             continue;
@@ -484,11 +520,14 @@ static void req_add(MPI_Request h, int fn, char dir, int peer, int tag, long byt
                  .bytes = bytes};
     span(buf, count, dt, &r.lo, &r.hi);
     req_insert_raw(&r);
+    if (r.active)
+        owner_add(&r);
 }
 
 /* Removes with backward-shift deletion, so lookups never need tombstones. */
 static void req_remove(request *r)
 {
+    owner_drop(r->h);
     size_t i = (size_t)(r - reqs);
     reqs[i].used = 0;
     n_reqs--;
@@ -508,9 +547,10 @@ static void req_complete(MPI_Request h, const MPI_Status *st)
         return;
     if (r->dir == 'R')
         count_recv(r->fn, st, r->comm);
-    if (r->persistent)
+    if (r->persistent) {
         r->active = 0;
-    else
+        owner_drop(h);
+    } else
         req_remove(r);
 }
 
@@ -554,8 +594,12 @@ void xti_check_pending_requests(void)
         if (reqs[i].used && !reqs[i].persistent)
             reqs[i].used = 0;
     n_reqs = 0;
-    for (size_t i = 0; i < cap_reqs; i++)
+    n_owners = 0;
+    for (size_t i = 0; i < cap_reqs; i++) {
         n_reqs += reqs[i].used;
+        if (reqs[i].used && reqs[i].active)
+            owner_add(&reqs[i]);
+    }
 }
 
 /* ------------------------------------------------------------ public view */
@@ -885,10 +929,10 @@ static void started(MPI_Request h)
     request *r = req_find(h);
     if (!r)
         return;
-    if (r->lo != r->hi && n_reqs > 1 && !reuse_noted) {
-        /* Compare against the others while this one is still inactive. */
-        const char *lo = r->lo;
-        check_buffer_free(r->fn, r->dir, lo, (int)(r->hi - r->lo), MPI_BYTE);
+    if (r->lo != r->hi && !r->active) {
+        /* Compare against the others before this one joins them. */
+        check_buffer_free(r->fn, r->dir, r->lo, (int)(r->hi - r->lo), MPI_BYTE);
+        owner_add(r);
     }
     r->active = 1;
     if (r->dir == 'S') {
