@@ -26,7 +26,8 @@ ifneq ($(findstring mpich,$(shell $(MPICC) -show 2>/dev/null)),)
 XT_CFLAGS  += -Wno-stringop-overflow
 endif
 XT_LDFLAGS := -rdynamic
-LDLIBS  := -lpthread -lm
+# OpenBLAS (libopenblas-dev) for xt_gemm; cblas.h comes with it.
+LDLIBS  := -lopenblas -lpthread -lm
 
 LIBXT     := $(BUILD)/common/libxt.a
 LIBXT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard common/*.c))

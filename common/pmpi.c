@@ -578,13 +578,14 @@ void xti_check_pending_requests(void)
         if (!r->used || !r->active)
             continue;
         const char *what = r->dir == 'S' ? "to" : "from";
+        /* PENDING: a RULE reported before the values, which an unfinished request explains. */
         if (r->dir == 'C')
-            xti_note("RULE",
+            xti_note("PENDING",
                      "%s was never completed: every nonblocking call needs its "
                      "MPI_Wait/MPI_Test before the function returns",
                      fn_name[r->fn]);
         else
-            xti_note("RULE",
+            xti_note("PENDING",
                      "%s(%s %d, tag %d, %ld B) was never completed: every nonblocking "
                      "call needs its MPI_Wait/MPI_Test before the function returns",
                      fn_name[r->fn], what, r->peer, r->tag, r->bytes);

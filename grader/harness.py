@@ -424,12 +424,16 @@ class Runner:
                 for kind, text in rec.notes:
                     if kind == "WRONG":
                         return Failure("WRONG", case, [f"{label}: rank {r} {text}"])
-            # A buffer used while a request owned it: a RULE that explains wrong values,
-            # so it is reported before them.
+            # A buffer used while a request owned it, or a request never completed: a
+            # RULE that explains wrong values, so it is reported before them.
             for r, rec in enumerate(group):
                 for kind, text in rec.notes:
-                    if kind == "RACE":
+                    if kind in ("RACE", "PENDING"):
                         return Failure("RULE", case, [f"{label}: rank {r} {text}"])
+            if test.check and test.check_first:
+                fail = self.run_check(test, case, inp, cdir, g, label)
+                if fail:
+                    return fail
             expected = test.reference(case, inp)
             for r in range(case.np):
                 for name, exp in expected[r].items():
@@ -443,16 +447,10 @@ class Runner:
                         if hint:
                             lines.append(hint)
                         return Failure("WRONG", case, lines)
-            if test.check:
-                # Each rank's arrays by name: its outputs (an output overwrites the
-                # input file of the same name).
-                outs = [{f[len(f"g{g}.r{r}."):-4]: np.load(os.path.join(cdir, f))
-                         for f in sorted(os.listdir(cdir))
-                         if f.startswith(f"g{g}.r{r}.") and f.endswith(".npy")}
-                        for r in range(case.np)]
-                broken = test.check(case, inp, outs)
-                if broken:
-                    return Failure("WRONG", case, [f"{label}: {broken[0][1]}"])
+            if test.check and not test.check_first:
+                fail = self.run_check(test, case, inp, cdir, g, label)
+                if fail:
+                    return fail
             for r, rec in enumerate(group):
                 for kind, text in rec.notes:
                     if kind == "RULE":
@@ -461,6 +459,18 @@ class Runner:
                 broken = rule(case, inp, group)
                 if broken:
                     return Failure("RULE", case, [f"{label}: {broken[0][1]}"])
+        return None
+
+    def run_check(self, test, case, inp, cdir, g, label):
+        # Each rank's arrays by name: its outputs (an output overwrites the input
+        # file of the same name).
+        outs = [{f[len(f"g{g}.r{r}."):-4]: np.load(os.path.join(cdir, f))
+                 for f in sorted(os.listdir(cdir))
+                 if f.startswith(f"g{g}.r{r}.") and f.endswith(".npy")}
+                for r in range(case.np)]
+        broken = test.check(case, inp, outs)
+        if broken:
+            return Failure("WRONG", case, [f"{label}: {broken[0][1]}"])
         return None
 
     def classify_death(self, res, status, case, k, world):

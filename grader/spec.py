@@ -11,7 +11,8 @@ per function a student writes. Each says:
   rules                   checks on how it was computed (the MPI counters)
   check(case, inp, outs)  optional: a property of the outputs that no single
                           expected array states (a barrier's timestamps, say);
-                          returns [(rank, message)], each a WRONG
+                          returns [(rank, message)], each a WRONG; with
+                          check_first it runs before the values are compared
   device                  "cpu", or "cuda" for the programs graded by
                           DEVICE=cuda (lcN/<exercise>.cu)
 
@@ -75,6 +76,7 @@ class Test:
     lecture: str = ""  # set from the table's LECTURE when the grader loads it
     check: Optional[Callable] = None  # (case, inputs, [ {name: array} per rank ]) -> [(rank, msg)]
     device: str = "cpu"  # "cuda": graded only by DEVICE=cuda, from lcN/<exercise>.cu
+    check_first: bool = False  # run check before comparing values (it explains them better)
 
 
 def make_cases(test, specs):

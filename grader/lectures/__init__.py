@@ -2,7 +2,7 @@
 
 import importlib
 
-LECTURES = ["lc1_basic"]
+LECTURES = ["lc1_basic", "lc2_dp"]
 
 
 def resolve(lc):

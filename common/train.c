@@ -1,0 +1,189 @@
+/*
+ * train.c: the harness around the training exercises (xt_nn.h): reading the
+ * grader's case, and the lecture demo with its single-process twin.
+ * Communication here goes through PMPI, so it never shows in a program's
+ * counters or trace: those stay the student's own.
+ */
+#include "xt_nn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void model_from_names(xt_mlp *m, const char *dims, const char *act, const char *loss)
+{
+    xt_act a;
+    xt_loss l;
+    XT_CHECK(xt_act_from_name(act, &a), "unknown activation \"%s\" (relu, gelu)", act);
+    XT_CHECK(xt_loss_from_name(loss, &l), "unknown loss \"%s\" (mse, ce)", loss);
+    xt_mlp_init_str(m, dims, a, l);
+}
+
+static size_t target_bytes(const xt_mlp *m) /* one sample's */
+{
+    return m->loss == XT_MSE ? sizeof(float) * (size_t)m->dims[m->nlayers] : sizeof(int32_t);
+}
+
+/* --------------------------------------------------------------- case mode */
+
+xt_train_case xt_train_case_begin(xt_case *c)
+{
+    xt_train_case t = {.c = c, .comm = xt_case_comm(c)};
+    model_from_names(&t.model, xt_case_str(c, "dims"), xt_case_str(c, "act"),
+                     xt_case_str(c, "loss"));
+    t.steps = (int)xt_case_int(c, "steps");
+    t.lr = (float)atof(xt_case_str(c, "lr"));
+    t.x = xt_case_input_const(c, "x");
+    t.y = xt_case_input_const(c, "y");
+    xt_array w0 = xt_case_input_const(c, "w0");
+    XT_CHECK(w0.count == t.model.nparams && w0.dtype == XT_F32,
+             "w0 holds %ld values, the model %s has %ld parameters", w0.count,
+             xt_case_str(c, "dims"), t.model.nparams);
+    memcpy(t.model.params, w0.data, sizeof(float) * (size_t)w0.count);
+    long din = t.model.dims[0];
+    t.rows = t.steps > 0 ? (int)(t.x.count / ((long)t.steps * din)) : 0;
+    XT_CHECK((long)t.steps * t.rows * din == t.x.count, "x does not hold %d steps of %ld-wide rows",
+             t.steps, din);
+    return t;
+}
+
+const float *xt_train_case_x(const xt_train_case *t, int step)
+{
+    return (const float *)t->x.data + (long)step * t->rows * t->model.dims[0];
+}
+
+const void *xt_train_case_target(const xt_train_case *t, int step)
+{
+    return (const char *)t->y.data + (size_t)step * (size_t)t->rows * target_bytes(&t->model);
+}
+
+void xt_train_case_output(xt_train_case *t, int step)
+{
+    for (int i = 0; i < t->model.ntensors; i++) {
+        const xt_tensor *v = &t->model.tensor[i];
+        char name[64];
+        snprintf(name, sizeof name, "step%d_%s", step, v->name);
+        xt_case_output(t->c, name, t->model.params + v->offset, XT_F32, v->count);
+    }
+}
+
+void xt_train_case_end(xt_train_case *t)
+{
+    xt_mlp_free(&t->model);
+}
+
+/* -------------------------------------------------------------------- demo */
+
+xt_train_demo xt_train_demo_begin(MPI_Comm comm, const char *default_dims)
+{
+    xt_train_demo d = {.comm = comm};
+    PMPI_Comm_rank(comm, &d.rank);
+    PMPI_Comm_size(comm, &d.np);
+    const char *dims = xt_arg_str("dims", default_dims);
+    model_from_names(&d.model, dims, xt_arg_str("act", "relu"), xt_arg_str("loss", "ce"));
+    d.steps = (int)xt_arg_int("steps", 5);
+    d.rows = (int)xt_arg_int("rows", 8);
+    d.lr = (float)xt_arg_double("lr", 0.1);
+    XT_CHECK(d.steps >= 0 && d.rows >= 1, "--steps must be >= 0 and --rows >= 1");
+
+    /* The same data set on every rank: inputs, and a teacher network's answers. */
+    xt_mlp teacher;
+    xt_mlp_init(&teacher, d.model.nlayers, d.model.dims, d.model.act, d.model.loss);
+    xt_mlp_randomize(&teacher, 99);
+    long global = (long)d.steps * d.np * d.rows;
+    int din = d.model.dims[0], dout = d.model.dims[d.model.nlayers];
+    d.x = xt_malloc(sizeof(float) * (size_t)(global * din + 1));
+    d.target = xt_malloc(target_bytes(&d.model) * (size_t)(global + 1));
+    xt_rng g = xt_rng_seed(1234);
+    for (long i = 0; i < global * din; i++)
+        d.x[i] = xt_rng_uniform(&g, -1.0f, 1.0f);
+    for (long i = 0; i < global; i++) {
+        const float *y = xt_mlp_forward(&teacher, d.x + i * din, 1);
+        if (d.model.loss == XT_MSE) {
+            memcpy((float *)d.target + i * dout, y, sizeof(float) * (size_t)dout);
+        } else {
+            int best = 0;
+            for (int j = 1; j < dout; j++)
+                best = y[j] > y[best] ? j : best;
+            ((int32_t *)d.target)[i] = best;
+        }
+    }
+    xt_mlp_free(&teacher);
+
+    /* Each rank starts somewhere else: only a broadcast makes them agree. */
+    xt_mlp_randomize(&d.model, 1000 + (uint64_t)d.rank);
+    if (d.rank == 0) {
+        xt_mlp_init(&d.single, d.model.nlayers, d.model.dims, d.model.act, d.model.loss);
+        memcpy(d.single.params, d.model.params, sizeof(float) * (size_t)d.model.nparams);
+        printf("MLP %s %s %s: %ld parameters in %d tensors; np=%d, %d rows per rank and step\n",
+               dims, xt_act_name(d.model.act), xt_loss_name(d.model.loss), d.model.nparams,
+               d.model.ntensors, d.np, d.rows);
+        printf("step  loss (mean of ranks)  max |W - single-process W|  ranks identical\n");
+        fflush(stdout);
+    }
+    d.before = xt_mpi_stats_get(NULL);
+    return d;
+}
+
+const float *xt_train_demo_x(const xt_train_demo *d, int step)
+{
+    return d->x + ((long)step * d->np + d->rank) * d->rows * d->model.dims[0];
+}
+
+const void *xt_train_demo_target(const xt_train_demo *d, int step)
+{
+    return (const char *)d->target +
+           (size_t)((long)step * d->np + d->rank) * (size_t)d->rows * target_bytes(&d->model);
+}
+
+void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
+{
+    float loss = 0.0f;
+    PMPI_Reduce(&local_loss, &loss, 1, MPI_FLOAT, MPI_SUM, 0, d->comm);
+
+    /* Which ranks disagree with rank 0, bit for bit. */
+    long n = d->model.nparams;
+    float *theirs = xt_malloc(sizeof(float) * (size_t)n);
+    memcpy(theirs, d->model.params, sizeof(float) * (size_t)n);
+    PMPI_Bcast(theirs, (int)n, MPI_FLOAT, 0, d->comm);
+    int differs = memcmp(theirs, d->model.params, sizeof(float) * (size_t)n) != 0, ndiffer = 0;
+    free(theirs);
+    PMPI_Reduce(&differs, &ndiffer, 1, MPI_INT, MPI_SUM, 0, d->comm);
+
+    if (d->rank != 0)
+        return;
+    /* The single-process twin: one step on the whole global batch. */
+    xt_mlp *s = &d->single;
+    int global_rows = d->np * d->rows;
+    xt_mlp_zero_grad(s);
+    xt_mlp_forward(s, d->x + (long)step * global_rows * s->dims[0], global_rows);
+    xt_mlp_backward(s,
+                    (const char *)d->target + (size_t)step * (size_t)global_rows * target_bytes(s),
+                    1.0f, NULL, NULL);
+    xt_sgd(s->params, s->grads, s->nparams, d->lr);
+    double gap = 0.0;
+    for (long i = 0; i < n; i++)
+        gap = fmax(gap, fabs((double)s->params[i] - d->model.params[i]));
+    char same[32] = "yes";
+    if (ndiffer)
+        snprintf(same, sizeof same, "no (%d of %d differ)", ndiffer, d->np);
+    printf("%4d  %-20.6f  %-26.2g  %s\n", step + 1, loss / (float)d->np, gap, same);
+    fflush(stdout);
+}
+
+void xt_train_demo_end(xt_train_demo *d)
+{
+    xt_mpi_stats after = xt_mpi_stats_get(NULL);
+    xt_mpi_stats ar = xt_mpi_stats_get("MPI_Allreduce"), iar = xt_mpi_stats_get("MPI_Iallreduce");
+    if (d->rank == 0 && d->steps > 0) {
+        printf("rank 0, per step: %.1f MPI_Allreduce, %.1f MPI_Iallreduce, %.0f B sent (the "
+               "broadcast spread in)\n",
+               (double)ar.calls / d->steps, (double)iar.calls / d->steps,
+               (double)(after.bytes_sent - d->before.bytes_sent) / d->steps);
+        xt_mlp_free(&d->single);
+    }
+    xt_mlp_free(&d->model);
+    free(d->x);
+    free(d->target);
+}

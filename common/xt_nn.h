@@ -1,0 +1,219 @@
+/*
+ * xt_nn.h: the numeric layer that lectures 2 to 7 share, so that their
+ * exercises stay about parallelism.
+ *
+ *   - random numbers and a seeded permutation that grader/nn.py draws
+ *     identically in NumPy (a sampler's shuffle, a demo's initial weights);
+ *   - GEMM through CBLAS (OpenBLAS, one thread per rank);
+ *   - layers with forward and backward: linear, ReLU, GELU (tanh form), mean
+ *     squared error, softmax cross-entropy;
+ *   - a small MLP whose parameters and gradients live in one flat buffer each,
+ *     with a view per tensor: a gradient bucket or a ZeRO shard is a slice of
+ *     that buffer;
+ *   - SGD.
+ *
+ * Every matrix is row-major float32. A linear layer computes y = x W + b with
+ * x rows x in, W in x out, b of length out. Backward functions accumulate
+ * into gradients (+=), as autograd does, so that micro-batches add up; zero
+ * them before a step. grader/nn.py is the NumPy twin of this file: the
+ * grader's references and `make test`'s unit tests use it.
+ */
+#ifndef XT_NN_H
+#define XT_NN_H
+
+#include "xt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------- random numbers */
+
+/*
+ * splitmix64: state += 0x9E3779B97F4A7C15, then two xor-shift-multiplies.
+ * Small, fast, and easy to write again in Python, which is the point.
+ */
+typedef struct {
+    uint64_t state;
+} xt_rng;
+
+xt_rng xt_rng_seed(uint64_t seed);
+uint64_t xt_rng_u64(xt_rng *g);
+/* Uniform in [0, n), n >= 1, by rejection: no modulo bias. */
+uint64_t xt_rng_below(xt_rng *g, uint64_t n);
+/* Uniform in [lo, hi): the top 24 bits of one draw, scaled. */
+float xt_rng_uniform(xt_rng *g, float lo, float hi);
+
+/*
+ * A permutation of 0 .. n-1 from `seed`: Fisher-Yates from the top, starting
+ * from the identity: for i = n-1 down to 1, swap out[i] with out[j],
+ * j = xt_rng_below(g, i + 1).
+ */
+void xt_permutation(uint64_t seed, long n, long *out);
+
+/* ---------------------------------------------------------------------- GEMM */
+
+/*
+ * C = alpha op(A) op(B) + beta C, row-major: op(A) is m x k, op(B) is k x n,
+ * C is m x n; op(X) is X, or X transposed when trans_X is nonzero.
+ */
+void xt_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+             const float *b, float beta, float *c);
+
+/* -------------------------------------------------------------------- layers */
+
+typedef enum { XT_RELU, XT_GELU } xt_act;
+typedef enum { XT_MSE, XT_CROSS_ENTROPY } xt_loss;
+
+const char *xt_act_name(xt_act act);    /* "relu", "gelu" */
+const char *xt_loss_name(xt_loss loss); /* "mse", "ce" */
+int xt_act_from_name(const char *name, xt_act *out);
+int xt_loss_from_name(const char *name, xt_loss *out);
+
+/* y = x W + b (b may be NULL). */
+void xt_linear_forward(float *y, const float *x, const float *w, const float *b, int rows, int in,
+                       int out);
+/* dW += x^T dy; db += dy summed over rows; dx = dy W^T. Any of dx, dw, db may be NULL. */
+void xt_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                        const float *w, int rows, int in, int out);
+
+/* y = act(x), elementwise; GELU is the tanh form 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))). */
+void xt_act_forward(xt_act act, float *y, const float *x, long n);
+/* dx = dy act'(x), x being the forward's input; dx may be dy. */
+void xt_act_backward(xt_act act, float *dx, const float *dy, const float *x, long n);
+
+/* Mean over rows x cols of (pred - target)^2; dpred (may be NULL) = its gradient. */
+float xt_mse_loss(float *dpred, const float *pred, const float *target, int rows, int cols);
+/* Mean over rows of -log softmax(logits)[label]; dlogits (may be NULL) = its gradient. */
+float xt_cross_entropy_loss(float *dlogits, const float *logits, const int32_t *labels, int rows,
+                            int classes);
+/* Row-wise softmax, max subtracted first. y may be x. */
+void xt_softmax_rows(float *y, const float *x, int rows, int cols);
+
+/* params -= lr grads */
+void xt_sgd(float *params, const float *grads, long n, float lr);
+
+/* ----------------------------------------------------------------------- MLP */
+
+#define XT_MLP_MAX_LAYERS 8
+
+/* One tensor's place in the flat buffers: params + offset, grads + offset. */
+typedef struct {
+    char name[8]; /* "W0", "b0", "W1", ... */
+    int layer;
+    int rows, cols; /* W: in x out; b: 1 x out */
+    long offset, count;
+} xt_tensor;
+
+/*
+ * A multilayer perceptron: dims[0] inputs, dims[nlayers] outputs, `act`
+ * after every layer but the last. Parameters are laid out flat in layer
+ * order, W0 b0 W1 b1 ...: tensor[2l] is W_l, tensor[2l+1] is b_l.
+ */
+typedef struct xt_mlp {
+    int nlayers;
+    int dims[XT_MLP_MAX_LAYERS + 1];
+    xt_act act;
+    xt_loss loss;
+    long nparams;
+    float *params; /* nparams */
+    float *grads;  /* nparams */
+    int ntensors;  /* 2 nlayers */
+    xt_tensor tensor[2 * XT_MLP_MAX_LAYERS];
+
+    /* The last forward's activations, kept for backward (private). */
+    int rows, rows_cap;
+    const float *input;
+    float *pre[XT_MLP_MAX_LAYERS];  /* rows x dims[l+1], before act */
+    float *post[XT_MLP_MAX_LAYERS]; /* rows x dims[l+1], after act */
+    float *delta[2];                /* backward scratch */
+} xt_mlp;
+
+/* Parameters zeroed (load or randomise them), gradients zeroed. */
+void xt_mlp_init(xt_mlp *m, int nlayers, const int *dims, xt_act act, xt_loss loss);
+/* "8,16,4" -> nlayers 2, dims {8, 16, 4}; dies on a bad list. */
+void xt_mlp_init_str(xt_mlp *m, const char *dims, xt_act act, xt_loss loss);
+/* W_l uniform in +-1/sqrt(dims[l]), b_l zero, drawn in tensor order from `seed`. */
+void xt_mlp_randomize(xt_mlp *m, uint64_t seed);
+void xt_mlp_free(xt_mlp *m);
+void xt_mlp_zero_grad(xt_mlp *m);
+
+/*
+ * Forward of `rows` samples; returns the rows x dims[nlayers] outputs (owned
+ * by m). Keeps x's address and the activations for xt_mlp_backward, so x
+ * must stay unchanged until then.
+ */
+const float *xt_mlp_forward(xt_mlp *m, const float *x, int rows);
+
+/* Called by backward once layer `layer`'s W and b gradients are complete. */
+typedef void (*xt_grad_hook)(xt_mlp *m, int layer, void *ctx);
+
+/*
+ * Backward of the last forward against `target` (MSE: rows x dims[nlayers]
+ * floats; cross-entropy: rows int32 labels). Adds scale * d(loss)/d(params)
+ * to m->grads, the loss being the mean over the rows; calls hook (may be
+ * NULL) after each layer, the last layer first. Returns the loss.
+ */
+float xt_mlp_backward(xt_mlp *m, const void *target, float scale, xt_grad_hook hook, void *ctx);
+
+/* The loss of x against target, no gradients. */
+float xt_mlp_loss(xt_mlp *m, const float *x, const void *target, int rows);
+
+/* ---------------------------------------------------- training harnesses */
+
+/*
+ * What the training exercises (lc2 on) share around the function a student
+ * writes: the grader's case, and the lecture demo.
+ *
+ * Case mode: the case names the model (dims, act, loss), the number of
+ * steps and the learning rate; this rank's inputs are its rows of every
+ * step's batch, x (steps x rows x dims[0]) and y (targets as
+ * xt_mlp_backward takes them), and w0, its initial weights (rank 0's are the
+ * real ones; the others start elsewhere on purpose). After each step
+ * xt_train_case_output writes every tensor as "step<s>_<name>".
+ */
+typedef struct {
+    xt_case *c;
+    MPI_Comm comm;
+    xt_mlp model;
+    int steps, rows; /* rows: this rank's samples per step */
+    float lr;
+    xt_array x, y;
+} xt_train_case;
+
+xt_train_case xt_train_case_begin(xt_case *c);
+const float *xt_train_case_x(const xt_train_case *t, int step);
+const void *xt_train_case_target(const xt_train_case *t, int step);
+void xt_train_case_output(xt_train_case *t, int step);
+void xt_train_case_end(xt_train_case *t);
+
+/*
+ * Demo mode: a synthetic task (inputs uniform in +-1, targets from a fixed
+ * random "teacher" MLP) that every rank draws identically and slices by
+ * rank; each rank's model starts from its own seed. Options: --dims
+ * (default: the program's), --act, --loss, --steps, --rows (per rank and
+ * step), --lr. After each step xt_train_demo_report prints the mean loss,
+ * how far rank 0 is from single-process full-batch training of the same
+ * start, and whether all ranks hold identical weights.
+ */
+typedef struct {
+    MPI_Comm comm;
+    int rank, np;
+    xt_mlp model, single; /* single: rank 0's single-process twin */
+    int steps, rows;
+    float lr;
+    float *x;     /* steps x (np rows) x dims[0], the whole data set */
+    void *target; /* steps x (np rows) targets */
+    xt_mpi_stats before;
+} xt_train_demo;
+
+xt_train_demo xt_train_demo_begin(MPI_Comm comm, const char *default_dims);
+const float *xt_train_demo_x(const xt_train_demo *d, int step);          /* this rank's rows */
+const void *xt_train_demo_target(const xt_train_demo *d, int step);      /* this rank's targets */
+void xt_train_demo_report(xt_train_demo *d, int step, float local_loss); /* collective */
+void xt_train_demo_end(xt_train_demo *d);                                /* collective */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XT_NN_H */

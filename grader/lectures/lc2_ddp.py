@@ -1,0 +1,231 @@
+"""Lecture 2's data-parallel training tests: ddp_naive, ddp_bucketed, ddp_grad_accum.
+
+Each case trains a small MLP (grader/nn.py's twin of xt_mlp) for a few SGD
+steps. The grader draws one global batch per step and gives each rank its
+consecutive slice of rows, and initial weights w0: rank 0's are the real
+ones, every other rank gets different ones, so that only a broadcast makes
+them agree. The reference is single-process full-batch SGD from rank 0's
+weights in float64 (nn.Mlp.sgd_steps), compared after every step.
+
+Tolerance: |got - expected| <= 2e-5 (1 + |expected|) per weight. A float32
+step differs from the float64 one by about 1e-7 here; every mutant moves
+weights by 1e-3 or more.
+"""
+
+import numpy as np
+
+import nn
+from spec import amount, make_cases, Test
+
+STEPS = 3
+LR = "0.1"  # a decimal that the C side parses with atof: the same float everywhere
+NPS_DDP = (1, 2, 3, 4)
+
+# (dims, activation, loss): a deep narrow one, a wide one, regression and classification.
+MODELS = [("6,16,16,3", "relu", "ce"), ("5,12,4", "gelu", "mse"), ("4,8,8,8,2", "gelu", "ce"),
+          ("7,20,5", "relu", "mse")]
+
+
+def model_of(case):
+    return nn.Mlp(case["dims"], case["act"], case["loss"])
+
+
+def ddp_label(case):
+    p = case.params
+    text = f"np={case.np} {p['dims']} {p['act']} {p['loss']} rows={p['rows']}"
+    if "bucket_bytes" in p:
+        n = len(plan_buckets(model_of(case), p["bucket_bytes"]))
+        text += f" cap={p['bucket_bytes']}B ({amount(n, ' buckets')})"
+    if "micro" in p:
+        text += f" micro={p['micro']}"
+    return text
+
+
+def ddp_inputs(case, rng):
+    """Each rank's rows of every step's global batch, and its initial weights."""
+    m = model_of(case)
+    n, rows = case.np, case["rows"]
+    din, dout = m.dims[0], m.dims[-1]
+    x = rng.uniform(-1, 1, (STEPS, n * rows, din)).astype(np.float32)
+    if m.loss == "ce":
+        y = rng.integers(0, dout, (STEPS, n * rows)).astype(np.int32)
+    else:
+        y = rng.normal(0, 1, (STEPS, n * rows, dout)).astype(np.float32)
+    w0 = [(rng.normal(0, 0.5, m.nparams)).astype(np.float32) for _ in range(n)]
+    return {"x": [x[:, r * rows:(r + 1) * rows] for r in range(n)],
+            "y": [y[:, r * rows:(r + 1) * rows] for r in range(n)],
+            "w0": w0}
+
+
+def ddp_reference(case, inputs):
+    """Full-batch SGD from rank 0's weights on the whole global batch of each step."""
+    m = model_of(case)
+    x = np.concatenate(inputs["x"], axis=1)
+    y = np.concatenate(inputs["y"], axis=1)
+    weights = m.sgd_steps(inputs["w0"][0], [(x[s], y[s]) for s in range(STEPS)], float(LR))
+    out = {}
+    for s, w in enumerate(weights):
+        for name, off, shape in m.tensors:
+            out[f"step{s}_{name}"] = w[off:off + int(np.prod(shape))]
+    return [out for _ in range(case.np)]
+
+
+def ddp_tolerance(case, inputs, name, rank):
+    return 2e-5 * (1.0 + np.abs(ddp_reference_cached(case, inputs)[name]))
+
+
+_cache = {}
+
+
+def ddp_reference_cached(case, inputs):
+    key = (id(case), id(inputs))
+    if key not in _cache:
+        _cache.clear()
+        _cache[key] = ddp_reference(case, inputs)[0]
+    return _cache[key]
+
+
+def identical_on_all_ranks(case, inputs, outs):
+    """Every rank's weights bit for bit rank 0's, after every step."""
+    m = model_of(case)
+    for s in range(STEPS):
+        for name, _, _ in m.tensors:
+            key = f"step{s}_{name}"
+            ref = outs[0].get(key)
+            for r in range(1, case.np):
+                got = outs[r].get(key)
+                if ref is None or got is None or got.shape != ref.shape:
+                    continue  # the value comparison reports missing outputs
+                bad = np.flatnonzero(got.view(np.uint32) != ref.view(np.uint32))
+                if bad.size:
+                    i = int(bad[0])
+                    return [(r, f"after step {s + 1}, rank {r}'s {name}[{i}] is {got[i]!r} but "
+                                f"rank 0's is {ref[i]!r} ({bad.size} of {got.size} differ): data "
+                                f"parallel ranks must hold identical weights; they start from "
+                                f"rank 0's (a broadcast) and apply the same averaged gradient")]
+    return []
+
+
+# --------------------------------------------------------------------- rules
+
+ALLREDUCES = ("MPI_Allreduce", "MPI_Iallreduce")
+
+
+def allreduce_budget(blocking, nonblocking, calls, why):
+    """Exactly calls(case) all-reduces per rank over the case, of the functions allowed
+    (blocking and/or nonblocking), moving every gradient exactly once per step."""
+    allowed = ([ALLREDUCES[0]] if blocking else []) + ([ALLREDUCES[1]] if nonblocking else [])
+
+    def rule(case, inputs, records):
+        want = calls(case)
+        grad_bytes = 4 * model_of(case).nparams * STEPS
+        out = []
+        for r, rec in enumerate(records):
+            for fn in ALLREDUCES:
+                if fn not in allowed and fn in rec.calls and rec.calls[fn].calls:
+                    out.append((r, f"rank {r} called {fn} {amount(rec.calls[fn].calls, ' times')}"
+                                   f": {why}"))
+                    return out
+            got = sum(rec.calls[fn].calls for fn in allowed if fn in rec.calls)
+            sent = sum(rec.calls[fn].bytes_sent for fn in allowed if fn in rec.calls)
+            if got != want:
+                out.append((r, f"rank {r} made {got} all-reduce calls in {STEPS} steps, "
+                               f"expected {want}: {why}"))
+            elif sent != grad_bytes:
+                out.append((r, f"rank {r} all-reduced {sent} B in {STEPS} steps, expected "
+                               f"{grad_bytes} B: every gradient exactly once per step"))
+            if out:
+                return out
+        return out
+    return rule
+
+
+def plan_buckets(m, cap):
+    """The bucket plan, as the plain rule states it: tensors from the last to the first,
+    a bucket closed once it holds >= cap bytes. Returns [(lo, hi)] in launch order."""
+    buckets, lo, hi, size = [], None, None, 0
+    for name, off, shape in reversed(m.tensors):
+        count = int(np.prod(shape))
+        if size == 0:
+            hi = off + count
+        lo = off
+        size += 4 * count
+        if size >= cap:
+            buckets.append((lo, hi))
+            size = 0
+    if size:
+        buckets.append((lo, hi))
+    return buckets
+
+
+# --------------------------------------------------------------- ddp_naive.c
+
+def naive_cases(rng):
+    specs = []
+    for n in NPS_DDP:
+        for k in range(2):
+            dims, act, loss = MODELS[(n + k) % len(MODELS)]
+            specs.append({"np": n, "dims": dims, "act": act, "loss": loss,
+                          "steps": STEPS, "lr": LR, "rows": 1 + (n + 2 * k) % 3})
+    return make_cases(DDP_NAIVE, specs)
+
+
+DDP_NAIVE = Test(
+    exercise="ddp_naive", name="ddp_naive_step", points=15,
+    cases=naive_cases, inputs=ddp_inputs, reference=ddp_reference, tolerance=ddp_tolerance,
+    label=ddp_label, check=identical_on_all_ranks, check_first=True,
+    rules=[allreduce_budget(True, True, lambda c: STEPS * len(model_of(c).tensors),
+                            "one all-reduce per parameter tensor per step")],
+    hint="the update must use the mean over ranks of each rank's gradient: all-reduce every "
+         "gradient tensor with MPI_SUM, then divide by the number of ranks",
+)
+
+# ------------------------------------------------------------ ddp_bucketed.c
+
+def bucketed_cases(rng):
+    specs = []
+    for n in NPS_DDP:
+        for k, cap in enumerate((0, 100, 1100, 1 << 20)):
+            dims, act, loss = MODELS[0] if k % 2 == 0 else MODELS[(n + k) % len(MODELS)]
+            specs.append({"np": n, "dims": dims, "act": act, "loss": loss,
+                          "steps": STEPS, "lr": LR, "rows": 1 + (n + k) % 3,
+                          "bucket_bytes": cap})
+    return make_cases(DDP_BUCKETED, specs)
+
+
+DDP_BUCKETED = Test(
+    exercise="ddp_bucketed", name="ddp_bucketed_step", points=20,
+    cases=bucketed_cases, inputs=ddp_inputs, reference=ddp_reference, tolerance=ddp_tolerance,
+    label=ddp_label, check=identical_on_all_ranks, check_first=True,
+    rules=[allreduce_budget(False, True,
+                            lambda c: STEPS * len(plan_buckets(model_of(c), c["bucket_bytes"])),
+                            "one MPI_Iallreduce per bucket per step, buckets filled from the "
+                            "last tensor backwards and closed at >= cap bytes; a blocking "
+                            "all-reduce cannot overlap backward")],
+    hint="wait for every bucket's request before the update reads the gradients",
+)
+
+# ---------------------------------------------------------- ddp_grad_accum.c
+
+def accum_cases(rng):
+    specs = []
+    for n in NPS_DDP:
+        for k, micro in enumerate((1, 2, 3)):
+            dims, act, loss = MODELS[(n + k) % len(MODELS)]
+            specs.append({"np": n, "dims": dims, "act": act, "loss": loss,
+                          "steps": STEPS, "lr": LR, "rows": micro * (1 + (n + k) % 2),
+                          "micro": micro})
+    return make_cases(DDP_ACCUM, specs)
+
+
+DDP_ACCUM = Test(
+    exercise="ddp_grad_accum", name="ddp_accum_step", points=15,
+    cases=accum_cases, inputs=ddp_inputs, reference=ddp_reference, tolerance=ddp_tolerance,
+    label=ddp_label, check=identical_on_all_ranks, check_first=True,
+    rules=[allreduce_budget(True, True, lambda c: STEPS,
+                            "one all-reduce of all gradients per optimizer step, after the "
+                            "last micro-batch, not one per micro-batch")],
+    hint="scale each micro-batch's gradient by 1/micro so that they add up to the mean",
+)
+
+DDP_TESTS = [DDP_NAIVE, DDP_BUCKETED, DDP_ACCUM]

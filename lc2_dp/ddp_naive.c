@@ -1,0 +1,84 @@
+/*
+ * ddp_naive.c: data parallelism, the plain way.
+ * docs/lc2_dp.md#ddp_naive
+ *
+ * Every rank holds the whole model and a different slice of each global
+ * batch. If all ranks start from the same weights and apply the same update,
+ * they stay equal forever, and the update is the full-batch one when the
+ * gradient they apply is the mean of their local gradients:
+ *
+ *     global batch of B rows, np ranks, B/np rows each
+ *
+ *     r0: rows 0..B/np-1   --> forward, backward --> g0 --+
+ *     r1: rows B/np..      --> forward, backward --> g1 --+-- all-reduce SUM,
+ *     ...                                                 |   divide by np:
+ *                                                         v   mean gradient g
+ *     every rank:  W -= lr * g        (the same g, so the same W everywhere)
+ *
+ * The mean of per-rank mean gradients is the global mean gradient because
+ * every rank has the same number of rows. Averaging the loss instead does
+ * not help: the loss is a number, the update needs its gradient, and each
+ * rank's gradient only knows its own rows.
+ *
+ * Cost per step: one all-reduce per parameter tensor (2 per layer), in all
+ * 2 * 4 * nparams * (np-1)/np bytes sent per rank with a ring; plus one
+ * broadcast of the weights before the first step.
+ */
+#include "xt_nn.h"
+
+#include <stdlib.h>
+
+/* Make every rank's weights rank 0's: the one time the model travels whole. */
+void broadcast_parameters(xt_mlp *m, MPI_Comm comm)
+{
+    /* TODO: broadcast rank 0's m->params (m->nparams floats) to every rank. */
+    XT_TODO("broadcast rank 0's m->params (m->nparams floats) to every rank.", m, comm);
+}
+
+/*
+ * One SGD step of data-parallel training on this rank's `rows` samples
+ * (x: rows x m->dims[0]; target as xt_mlp_backward takes it). Returns this
+ * rank's loss.
+ */
+float ddp_naive_step(xt_mlp *m, const float *x, const void *target, int rows, float lr,
+                     MPI_Comm comm)
+{
+    /*
+     * TODO: compute locally, average the gradients, update.
+     *   Zero the gradients, run forward and backward on the local rows,
+     *   then for every tensor t of m (m->tensor[t]: offset and count into
+     *   m->grads) all-reduce its gradient with MPI_SUM, one MPI_Allreduce per
+     *   tensor (MPI_IN_PLACE), and divide by the number of ranks. Then take
+     *   the SGD step (xt_sgd) on all parameters.
+     */
+    XT_TODO("compute locally, average the gradients, update.", m, x, target, rows, lr, comm);
+}
+
+static void run_case(xt_case *c)
+{
+    xt_train_case d = xt_train_case_begin(c);
+    broadcast_parameters(&d.model, d.comm);
+    for (int s = 0; s < d.steps; s++) {
+        ddp_naive_step(&d.model, xt_train_case_x(&d, s), xt_train_case_target(&d, s), d.rows, d.lr,
+                       d.comm);
+        xt_train_case_output(&d, s);
+    }
+    xt_train_case_end(&d);
+}
+
+static void demo(MPI_Comm comm)
+{
+    xt_train_demo d = xt_train_demo_begin(comm, "8,32,32,4");
+    broadcast_parameters(&d.model, comm);
+    for (int s = 0; s < d.steps; s++) {
+        float loss = ddp_naive_step(&d.model, xt_train_demo_x(&d, s), xt_train_demo_target(&d, s),
+                                    d.rows, d.lr, comm);
+        xt_train_demo_report(&d, s, loss);
+    }
+    xt_train_demo_end(&d);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}

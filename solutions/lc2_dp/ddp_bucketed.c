@@ -1,0 +1,166 @@
+/*
+ * ddp_bucketed.c: data parallelism with gradient buckets, overlapped with backward.
+ * docs/lc2_dp.md#ddp_bucketed
+ *
+ * ddp_naive sends one all-reduce per tensor, all after backward: many small
+ * messages (each pays the latency alpha) and the network idle while backward
+ * runs. Backward produces gradients from the last layer to the first, so
+ * group them in that order into buckets of about `cap` bytes and start a
+ * nonblocking all-reduce for a bucket as soon as backward has filled it:
+ *
+ *     flat gradients   W0 b0 | W1 b1 | W2 b2          (layer order)
+ *     buckets          [  bucket 2 ][ bucket 1 ][ b0 ] (reverse order, <- filled first)
+ *
+ *     backward  layer 2 ......| layer 1 ..........| layer 0 ....|
+ *     network                 [Iallreduce bucket 0]  [bucket 1]  [bucket 2] wait
+ *
+ * A bucket takes tensors from the last one backwards until it holds at least
+ * `cap` bytes; a tensor never splits. Buckets are slices of the one flat
+ * gradient buffer, so nothing is copied. Every request is waited for before
+ * the update reads the gradients.
+ *
+ * MPI progresses a nonblocking collective only inside MPI calls (unless the
+ * library runs a progress thread): between layers we call MPI_Testall on the
+ * buckets already started, so their messages move while backward computes.
+ *
+ * Cost per step: one all-reduce per bucket, the same bytes as ddp_naive
+ * (every gradient once) in fewer, larger messages.
+ */
+#include "xt_nn.h"
+
+#include <stdlib.h>
+
+/* A slice [lo, hi) of the flat gradient buffer, complete once backward has done first_layer. */
+typedef struct {
+    long lo, hi;
+    int first_layer;
+} bucket;
+
+/* The buckets of m for `cap` bytes, in the order backward fills them. Returns how many. */
+int plan_buckets(const xt_mlp *m, size_t cap, bucket *out)
+{
+    /*
+     * TODO: plan the buckets, last tensor first.
+     *   Walk the tensors from the last (m->tensor[m->ntensors - 1]) to
+     *   the first, adding each to the current bucket; close the bucket as
+     *   soon as it holds >= cap bytes (4 per float), and close the last one
+     *   even if smaller. A bucket is a contiguous slice [lo, hi) of m->grads;
+     *   first_layer is the layer of its lowest tensor.
+     */
+    // BEGIN SOLUTION
+    int n = 0;
+    size_t bytes = 0;
+    for (int t = m->ntensors - 1; t >= 0; t--) {
+        const xt_tensor *v = &m->tensor[t];
+        if (bytes == 0)
+            out[n].hi = v->offset + v->count;
+        out[n].lo = v->offset;
+        out[n].first_layer = v->layer;
+        bytes += sizeof(float) * (size_t)v->count;
+        if (bytes >= cap || t == 0) {
+            n++;
+            bytes = 0;
+        }
+    }
+    return n;
+    // END SOLUTION
+}
+
+/* What backward's hook needs: the plan, and which buckets are in flight. */
+typedef struct {
+    MPI_Comm comm;
+    bucket *buckets;
+    MPI_Request *reqs;
+    int nbuckets, started;
+} bucket_state;
+
+/* Called by xt_mlp_backward when layer `layer`'s gradients are complete. */
+void on_layer_done(xt_mlp *m, int layer, void *ctx)
+{
+    /*
+     * TODO: start the buckets that backward has completed.
+     *   First let MPI progress the buckets already started
+     *   (MPI_Testall on them); then start an MPI_Iallreduce (in place, SUM)
+     *   for every not yet started bucket that backward has now completed
+     *   (first_layer >= layer), in order.
+     */
+    // BEGIN SOLUTION
+    bucket_state *st = ctx;
+    int done;
+    if (st->started > 0)
+        MPI_Testall(st->started, st->reqs, &done, MPI_STATUSES_IGNORE);
+    while (st->started < st->nbuckets && st->buckets[st->started].first_layer >= layer) {
+        bucket *b = &st->buckets[st->started];
+        MPI_Iallreduce(MPI_IN_PLACE, m->grads + b->lo, (int)(b->hi - b->lo), MPI_FLOAT, MPI_SUM,
+                       st->comm, &st->reqs[st->started]);
+        st->started++;
+    }
+    // END SOLUTION
+}
+
+/*
+ * One SGD step of data-parallel training with gradient buckets of `cap`
+ * bytes on this rank's `rows` samples. Returns this rank's loss.
+ */
+float ddp_bucketed_step(xt_mlp *m, const float *x, const void *target, int rows, float lr,
+                        size_t cap, MPI_Comm comm)
+{
+    /*
+     * TODO: the bucketed step.
+     *   Plan the buckets, zero the gradients, forward, then backward with
+     *   on_layer_done as its hook, so that buckets start while backward
+     *   runs. Then wait for every bucket, divide the gradients by the number
+     *   of ranks, and take the SGD step.
+     */
+    // BEGIN SOLUTION
+    int np;
+    MPI_Comm_size(comm, &np);
+    bucket *buckets = xt_malloc(sizeof(bucket) * (size_t)m->ntensors);
+    MPI_Request *reqs = xt_malloc(sizeof(MPI_Request) * (size_t)m->ntensors);
+    bucket_state st = {comm, buckets, reqs, plan_buckets(m, cap, buckets), 0};
+    xt_mlp_zero_grad(m);
+    xt_mlp_forward(m, x, rows);
+    float loss = xt_mlp_backward(m, target, 1.0f, on_layer_done, &st);
+    MPI_Waitall(st.started, reqs, MPI_STATUSES_IGNORE);
+    for (long i = 0; i < m->nparams; i++)
+        m->grads[i] /= (float)np;
+    xt_sgd(m->params, m->grads, m->nparams, lr);
+    free(reqs);
+    free(buckets);
+    return loss;
+    // END SOLUTION
+}
+
+static void run_case(xt_case *c)
+{
+    xt_train_case d = xt_train_case_begin(c);
+    size_t cap = (size_t)xt_case_int(c, "bucket_bytes");
+    MPI_Bcast(d.model.params, (int)d.model.nparams, MPI_FLOAT, 0, d.comm);
+    for (int s = 0; s < d.steps; s++) {
+        ddp_bucketed_step(&d.model, xt_train_case_x(&d, s), xt_train_case_target(&d, s), d.rows,
+                          d.lr, cap, d.comm);
+        xt_train_case_output(&d, s);
+    }
+    xt_train_case_end(&d);
+}
+
+/* --bucket_bytes (default 512): 512 B makes three buckets of the default model. */
+static void demo(MPI_Comm comm)
+{
+    xt_train_demo d = xt_train_demo_begin(comm, "8,32,32,4");
+    size_t cap = (size_t)xt_arg_int("bucket_bytes", 512);
+    MPI_Bcast(d.model.params, (int)d.model.nparams, MPI_FLOAT, 0, comm);
+    for (int s = 0; s < d.steps; s++) {
+        xt_trace_begin("step");
+        float loss = ddp_bucketed_step(&d.model, xt_train_demo_x(&d, s),
+                                       xt_train_demo_target(&d, s), d.rows, d.lr, cap, comm);
+        xt_trace_end();
+        xt_train_demo_report(&d, s, loss);
+    }
+    xt_train_demo_end(&d);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}

@@ -1,0 +1,95 @@
+/*
+ * ddp_grad_accum.c: gradient accumulation under data parallelism.
+ * docs/lc2_dp.md#ddp_grad_accum
+ *
+ * A batch too big for memory is cut into K micro-batches: forward and
+ * backward each one, adding its gradients into the same buffer, and take one
+ * optimizer step at the end. With data parallelism the ranks only need to
+ * agree on the final sum, so they communicate once per step, after the last
+ * micro-batch, not K times (PyTorch's no_sync):
+ *
+ *     micro-batch   1        2        ...      K
+ *     each rank     fwd+bwd  fwd+bwd  ...      fwd+bwd   all-reduce   SGD
+ *                   g += g1  g += g2           g += gK   (once)
+ *
+ * Each micro-batch's loss is a mean over its rows, so its gradient is scaled
+ * by 1/K: the K scaled means add up to the mean over the rank's rows, and
+ * the all-reduce then averages over ranks. The result is the step that one
+ * process would take on the whole global batch.
+ *
+ * Cost per step: one all-reduce of all gradients (4 nparams bytes), whatever
+ * K is: K times fewer messages than synchronising every micro-batch.
+ */
+#include "xt_nn.h"
+
+#include <stdlib.h>
+
+/*
+ * One SGD step on this rank's `rows` samples in `micro` micro-batches of
+ * rows / micro samples each (micro divides rows). Returns this rank's loss
+ * (the mean over its micro-batches).
+ */
+float ddp_accum_step(xt_mlp *m, const float *x, const void *target, int rows, int micro, float lr,
+                     MPI_Comm comm)
+{
+    /*
+     * TODO: accumulate, then communicate once.
+     *   Zero the gradients once; for each of the `micro` micro-batches
+     *   (rows / micro consecutive rows of x and target) run forward and
+     *   backward with scale 1/micro, accumulating into m->grads. Only after
+     *   the last one, all-reduce all of m->grads in one MPI_Allreduce
+     *   (SUM, in place), divide by the number of ranks, and take the SGD step.
+     */
+    // BEGIN SOLUTION
+    int np;
+    MPI_Comm_size(comm, &np);
+    int per = rows / micro;
+    int din = m->dims[0], dout = m->dims[m->nlayers];
+    size_t target_row = m->loss == XT_MSE ? sizeof(float) * (size_t)dout : sizeof(int32_t);
+    xt_mlp_zero_grad(m);
+    float loss = 0.0f;
+    for (int k = 0; k < micro; k++) {
+        xt_mlp_forward(m, x + (long)k * per * din, per);
+        loss += xt_mlp_backward(m, (const char *)target + (size_t)k * (size_t)per * target_row,
+                                1.0f / (float)micro, NULL, NULL);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, m->grads, (int)m->nparams, MPI_FLOAT, MPI_SUM, comm);
+    for (long i = 0; i < m->nparams; i++)
+        m->grads[i] /= (float)np;
+    xt_sgd(m->params, m->grads, m->nparams, lr);
+    return loss / (float)micro;
+    // END SOLUTION
+}
+
+static void run_case(xt_case *c)
+{
+    xt_train_case d = xt_train_case_begin(c);
+    int micro = (int)xt_case_int(c, "micro");
+    MPI_Bcast(d.model.params, (int)d.model.nparams, MPI_FLOAT, 0, d.comm);
+    for (int s = 0; s < d.steps; s++) {
+        ddp_accum_step(&d.model, xt_train_case_x(&d, s), xt_train_case_target(&d, s), d.rows, micro,
+                       d.lr, d.comm);
+        xt_train_case_output(&d, s);
+    }
+    xt_train_case_end(&d);
+}
+
+/* --micro (default 4) micro-batches, which must divide --rows (default 8). */
+static void demo(MPI_Comm comm)
+{
+    xt_train_demo d = xt_train_demo_begin(comm, "8,32,32,4");
+    int micro = (int)xt_arg_int("micro", 4);
+    XT_CHECK(micro >= 1 && d.rows % micro == 0, "--micro %d must divide --rows %d", micro, d.rows);
+    MPI_Bcast(d.model.params, (int)d.model.nparams, MPI_FLOAT, 0, comm);
+    for (int s = 0; s < d.steps; s++) {
+        float loss = ddp_accum_step(&d.model, xt_train_demo_x(&d, s), xt_train_demo_target(&d, s),
+                                    d.rows, micro, d.lr, comm);
+        xt_train_demo_report(&d, s, loss);
+    }
+    xt_train_demo_end(&d);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
