@@ -44,6 +44,12 @@ check() {
     need nm binutils
     need addr2line binutils
     find_python >/dev/null || missing="$missing python3-numpy"
+    # OpenBLAS: cblas.h, and the library every program links (-lopenblas).
+    if command -v cc >/dev/null 2>&1; then
+        printf '#include <cblas.h>\nint main(void) { return 0; }\n' |
+            cc -x c - -lopenblas -o /dev/null >/dev/null 2>&1 ||
+            missing="$missing libopenblas-dev"
+    fi
     if [ "$want_test" = 1 ]; then
         need clang clang
         need clang-format clang-format
