@@ -25,6 +25,16 @@ static size_t target_bytes(const xt_mlp *m) /* one sample's */
     return m->loss == XT_MSE ? sizeof(float) * (size_t)m->dims[m->nlayers] : sizeof(int32_t);
 }
 
+/* FNV-1a over the weights' bits: equal hashes, (almost surely) equal weights. */
+static unsigned weights_hash(const xt_mlp *m)
+{
+    const unsigned char *p = (const unsigned char *)m->params;
+    unsigned h = 2166136261u;
+    for (size_t i = 0; i < sizeof(float) * (size_t)m->nparams; i++)
+        h = (h ^ p[i]) * 16777619u;
+    return h;
+}
+
 /* --------------------------------------------------------------- case mode */
 
 xt_train_case xt_train_case_begin(xt_case *c)
@@ -119,6 +129,11 @@ xt_train_demo xt_train_demo_begin(MPI_Comm comm, const char *default_dims)
         printf("MLP %s %s %s: %ld parameters in %d tensors; np=%d, %d rows per rank and step\n",
                dims, xt_act_name(d.model.act), xt_loss_name(d.model.loss), d.model.nparams,
                d.model.ntensors, d.np, d.rows);
+        fflush(stdout);
+    }
+    xt_printf_ordered(comm, "rows %d..%d of each step's batch; own initial weights, hash %08x\n",
+                      d.rank * d.rows, (d.rank + 1) * d.rows - 1, weights_hash(&d.model));
+    if (d.rank == 0) {
         printf("step  loss (mean of ranks)  max |W - single-process W|  ranks identical\n");
         fflush(stdout);
     }
@@ -174,6 +189,7 @@ void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
 
 void xt_train_demo_end(xt_train_demo *d)
 {
+    xt_printf_ordered(d->comm, "final weights hash %08x\n", weights_hash(&d->model));
     xt_mpi_stats after = xt_mpi_stats_get(NULL);
     xt_mpi_stats ar = xt_mpi_stats_get("MPI_Allreduce"), iar = xt_mpi_stats_get("MPI_Iallreduce");
     if (d->rank == 0 && d->steps > 0) {

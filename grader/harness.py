@@ -193,7 +193,8 @@ def compare(name, expected, got, tol, rank):
     if got is None:
         return f"rank {rank} wrote no '{name}'"
     if got.shape != expected.shape:
-        return (f"rank {rank} '{name}' has {got.size} elements, expected {expected.size}")
+        return (f"rank {rank} '{name}' has {spec.amount(got.size, ' elements')}, "
+                f"expected {expected.size}")
     if expected.size == 0:
         return None
     e = expected.astype(np.float64) if spec.is_float(expected.dtype) or spec.is_float(got.dtype) \
