@@ -73,7 +73,7 @@ void xt_train_case_output(xt_train_case *t, int step)
     for (int i = 0; i < t->model.ntensors; i++) {
         const xt_tensor *v = &t->model.tensor[i];
         char name[64];
-        snprintf(name, sizeof name, "step%d_%s", step, v->name);
+        snprintf(name, sizeof name, "step%d_%s", step + 1, v->name);
         xt_case_output(t->c, name, t->model.params + v->offset, XT_F32, v->count);
     }
 }
@@ -126,17 +126,13 @@ xt_train_demo xt_train_demo_begin(MPI_Comm comm, const char *default_dims)
     if (d.rank == 0) {
         xt_mlp_init(&d.single, d.model.nlayers, d.model.dims, d.model.act, d.model.loss);
         memcpy(d.single.params, d.model.params, sizeof(float) * (size_t)d.model.nparams);
-        printf("MLP %s %s %s: %ld parameters in %d tensors; np=%d, %d rows per rank and step\n",
-               dims, xt_act_name(d.model.act), xt_loss_name(d.model.loss), d.model.nparams,
-               d.model.ntensors, d.np, d.rows);
+        printf("MLP %s %s %s, %ld parameters in %d tensors; %d rows per rank and step\n", dims,
+               xt_act_name(d.model.act), xt_loss_name(d.model.loss), d.model.nparams,
+               d.model.ntensors, d.rows);
         fflush(stdout);
     }
     xt_printf_ordered(comm, "rows %d..%d of each step's batch; own initial weights, hash %08x\n",
                       d.rank * d.rows, (d.rank + 1) * d.rows - 1, weights_hash(&d.model));
-    if (d.rank == 0) {
-        printf("step  loss (mean of ranks)  max |W - single-process W|  ranks identical\n");
-        fflush(stdout);
-    }
     d.before = xt_mpi_stats_get(NULL);
     return d;
 }
@@ -168,6 +164,8 @@ void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
 
     if (d->rank != 0)
         return;
+    if (step == 0)
+        printf("step  loss (mean of ranks)  max |W - single-process W|  ranks identical\n");
     /* The single-process twin: one step on the whole global batch. */
     xt_mlp *s = &d->single;
     int global_rows = d->np * d->rows;
@@ -193,8 +191,7 @@ void xt_train_demo_end(xt_train_demo *d)
     xt_mpi_stats after = xt_mpi_stats_get(NULL);
     xt_mpi_stats ar = xt_mpi_stats_get("MPI_Allreduce"), iar = xt_mpi_stats_get("MPI_Iallreduce");
     if (d->rank == 0 && d->steps > 0) {
-        printf("rank 0, per step: %.1f MPI_Allreduce, %.1f MPI_Iallreduce, %.0f B sent (the "
-               "broadcast spread in)\n",
+        printf("rank 0 per step: %g MPI_Allreduce, %g MPI_Iallreduce, %.0f B in MPI calls\n",
                (double)ar.calls / d->steps, (double)iar.calls / d->steps,
                (double)(after.bytes_sent - d->before.bytes_sent) / d->steps);
         xt_mlp_free(&d->single);

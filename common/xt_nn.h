@@ -170,7 +170,7 @@ float xt_mlp_loss(xt_mlp *m, const float *x, const void *target, int rows);
  * step's batch, x (steps x rows x dims[0]) and y (targets as
  * xt_mlp_backward takes them), and w0, its initial weights (rank 0's are the
  * real ones; the others start elsewhere on purpose). After each step
- * xt_train_case_output writes every tensor as "step<s>_<name>".
+ * xt_train_case_output writes every tensor as "step<s>_<name>", s from 1.
  */
 typedef struct {
     xt_case *c;
@@ -216,4 +216,32 @@ void xt_train_demo_end(xt_train_demo *d);                                /* coll
 #ifdef __cplusplus
 }
 #endif
+
+/* ---------------------------------------------------------------------- CUDA */
+
+#if defined(XT_CUDA) || defined(__CUDACC__)
+/* Outside extern "C": cuBLAS's headers pull in C++ (cuda_fp16.h). */
+#include <cublas_v2.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void xt_cublas_check_at(cublasStatus_t status, const char *call, const char *file, int line);
+#define XT_CUBLAS_CHECK(call) xt_cublas_check_at((call), #call, __FILE__, __LINE__)
+
+/*
+ * xt_gemm on device pointers, through cuBLAS: the same row-major meaning and
+ * arguments. Queued on the default stream, like a kernel launch; reading C
+ * back with xt_cuda_download waits for it. Plain FP32, no TF32, so results
+ * agree with xt_gemm to float32 rounding.
+ */
+void xt_cuda_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                  const float *b, float beta, float *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
+
 #endif /* XT_NN_H */

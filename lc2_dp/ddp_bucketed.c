@@ -8,11 +8,11 @@
  * group them in that order into buckets of about `cap` bytes and start a
  * nonblocking all-reduce for a bucket as soon as backward has filled it:
  *
- *     flat gradients   W0 b0 | W1 b1 | W2 b2          (layer order)
- *     buckets          [  bucket 2 ][ bucket 1 ][ b0 ] (reverse order, <- filled first)
+ *     flat gradients   W0  b0 | W1  b1 | W2  b2        (layer order)
+ *     buckets          [ B2     ][ B1     ][ B0   ]      (filled right to left)
  *
- *     backward  layer 2 ......| layer 1 ..........| layer 0 ....|
- *     network                 [Iallreduce bucket 0]  [bucket 1]  [bucket 2] wait
+ *     backward  layer 2 ....| layer 1 .........| layer 0 ........|
+ *     network               [Iallreduce B0]    [Iallreduce B1]   [B2] wait
  *
  * A bucket takes tensors from the last one backwards until it holds at least
  * `cap` bytes; a tensor never splits. Buckets are slices of the one flat

@@ -66,7 +66,7 @@ def ddp_reference(case, inputs):
     out = {}
     for s, w in enumerate(weights):
         for name, off, shape in m.tensors:
-            out[f"step{s}_{name}"] = w[off:off + int(np.prod(shape))]
+            out[f"step{s + 1}_{name}"] = w[off:off + int(np.prod(shape))]
     return [out for _ in range(case.np)]
 
 
@@ -90,7 +90,7 @@ def identical_on_all_ranks(case, inputs, outs):
     m = model_of(case)
     for s in range(STEPS):
         for name, _, _ in m.tensors:
-            key = f"step{s}_{name}"
+            key = f"step{s + 1}_{name}"
             ref = outs[0].get(key)
             for r in range(1, case.np):
                 got = outs[r].get(key)
@@ -111,10 +111,11 @@ def identical_on_all_ranks(case, inputs, outs):
 ALLREDUCES = ("MPI_Allreduce", "MPI_Iallreduce")
 
 
-def allreduce_budget(blocking, nonblocking, calls, why):
-    """Exactly calls(case) all-reduces per rank over the case, of the functions allowed
-    (blocking and/or nonblocking), moving every gradient exactly once per step."""
-    allowed = ([ALLREDUCES[0]] if blocking else []) + ([ALLREDUCES[1]] if nonblocking else [])
+def allreduce_budget(calls, why, blocking_why=None):
+    """Exactly calls(case) all-reduces per rank over the case, moving every gradient
+    exactly once per step. With blocking_why, MPI_Allreduce is refused (for that reason)
+    and only MPI_Iallreduce counts."""
+    allowed = [ALLREDUCES[1]] if blocking_why else list(ALLREDUCES)
 
     def rule(case, inputs, records):
         want = calls(case)
@@ -124,7 +125,7 @@ def allreduce_budget(blocking, nonblocking, calls, why):
             for fn in ALLREDUCES:
                 if fn not in allowed and fn in rec.calls and rec.calls[fn].calls:
                     out.append((r, f"rank {r} called {fn} {amount(rec.calls[fn].calls, ' times')}"
-                                   f": {why}"))
+                                   f": {blocking_why}"))
                     return out
             got = sum(rec.calls[fn].calls for fn in allowed if fn in rec.calls)
             sent = sum(rec.calls[fn].bytes_sent for fn in allowed if fn in rec.calls)
@@ -174,10 +175,11 @@ DDP_NAIVE = Test(
     exercise="ddp_naive", name="ddp_naive_step", points=15,
     cases=naive_cases, inputs=ddp_inputs, reference=ddp_reference, tolerance=ddp_tolerance,
     label=ddp_label, check=identical_on_all_ranks, check_first=True,
-    rules=[allreduce_budget(True, True, lambda c: STEPS * len(model_of(c).tensors),
+    rules=[allreduce_budget(lambda c: STEPS * len(model_of(c).tensors),
                             "one all-reduce per parameter tensor per step")],
-    hint="the update must use the mean over ranks of each rank's gradient: all-reduce every "
-         "gradient tensor with MPI_SUM, then divide by the number of ranks",
+    hint="each rank steps with the mean of all ranks' gradients: broadcast rank 0's weights "
+         "once, then all-reduce every gradient tensor (MPI_SUM) and divide by the number of "
+         "ranks",
 )
 
 # ------------------------------------------------------------ ddp_bucketed.c
@@ -197,12 +199,14 @@ DDP_BUCKETED = Test(
     exercise="ddp_bucketed", name="ddp_bucketed_step", points=20,
     cases=bucketed_cases, inputs=ddp_inputs, reference=ddp_reference, tolerance=ddp_tolerance,
     label=ddp_label, check=identical_on_all_ranks, check_first=True,
-    rules=[allreduce_budget(False, True,
-                            lambda c: STEPS * len(plan_buckets(model_of(c), c["bucket_bytes"])),
+    rules=[allreduce_budget(lambda c: STEPS * len(plan_buckets(model_of(c), c["bucket_bytes"])),
                             "one MPI_Iallreduce per bucket per step, buckets filled from the "
-                            "last tensor backwards and closed at >= cap bytes; a blocking "
-                            "all-reduce cannot overlap backward")],
-    hint="wait for every bucket's request before the update reads the gradients",
+                            "last tensor backwards and closed once they hold >= cap bytes",
+                            blocking_why="a bucket is all-reduced with MPI_Iallreduce: a "
+                                         "blocking all-reduce stops backward until it is done, "
+                                         "so nothing overlaps")],
+    hint="a bucket is tensors from the last backwards until >= cap bytes, started with "
+         "MPI_Iallreduce once backward has filled it, and waited for before the update",
 )
 
 # ---------------------------------------------------------- ddp_grad_accum.c
@@ -222,10 +226,10 @@ DDP_ACCUM = Test(
     exercise="ddp_grad_accum", name="ddp_accum_step", points=15,
     cases=accum_cases, inputs=ddp_inputs, reference=ddp_reference, tolerance=ddp_tolerance,
     label=ddp_label, check=identical_on_all_ranks, check_first=True,
-    rules=[allreduce_budget(True, True, lambda c: STEPS,
+    rules=[allreduce_budget(lambda c: STEPS,
                             "one all-reduce of all gradients per optimizer step, after the "
                             "last micro-batch, not one per micro-batch")],
-    hint="scale each micro-batch's gradient by 1/micro so that they add up to the mean",
+    hint="accumulate micro-batch gradients scaled by 1/micro, then all-reduce once per step",
 )
 
 DDP_TESTS = [DDP_NAIVE, DDP_BUCKETED, DDP_ACCUM]
