@@ -9,8 +9,10 @@
  * A CUDA-aware MPI (MPIX_Query_cuda_support() says so; XT_CUDA_AWARE=0/1
  * overrides) gets the device pointer directly. Several ranks may share one
  * GPU: each picks local_rank % device_count.
+ *
+ * xt_cuda_gemm is xt_gemm (xt_nn.h) on the device, through cuBLAS.
  */
-#include "xt.h"
+#include "xt_nn.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -135,4 +137,54 @@ void xt_cuda_recv(void *dev, size_t bytes, int src, int tag, MPI_Comm comm, void
     XT_CUDA_CHECK(cudaStreamSynchronize(stream));
     if (!pinned)
         xt_cuda_host_free(host);
+}
+
+/* ---------------------------------------------------------------------- GEMM */
+
+void xt_cublas_check_at(cublasStatus_t status, const char *call, const char *file, int line)
+{
+    if (status != CUBLAS_STATUS_SUCCESS)
+        xt_die_at(file, line, "%s failed: %s (%s)", call, cublasGetStatusString(status),
+                  cublasGetStatusName(status));
+}
+
+/*
+ * One handle per process, made on first use: creating one costs milliseconds
+ * and a context, far more than a small GEMM. It is bound to the device
+ * current then, so select the device first (xt_cuda_select_device). It is
+ * never destroyed: the driver reclaims it at exit, and destroying it from an
+ * atexit handler can run after the CUDA runtime has already shut down.
+ */
+static cublasHandle_t cublas_handle(void)
+{
+    static cublasHandle_t handle;
+    if (!handle)
+        XT_CUBLAS_CHECK(cublasCreate(&handle));
+    return handle;
+}
+
+void xt_cuda_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                  const float *b, float beta, float *c)
+{
+    if (m == 0 || n == 0)
+        return;
+    cublasHandle_t h = cublas_handle();
+    if (k == 0) { /* as xt_gemm: C = beta C, and beta = 0 clears C whatever it held */
+        long count = (long)m * n;
+        XT_CHECK(count <= INT_MAX, "xt_cuda_gemm: %d x %d is over cuBLAS's int count", m, n);
+        if (beta == 0.0f)
+            XT_CUDA_CHECK(cudaMemsetAsync(c, 0, sizeof(float) * (size_t)count, 0));
+        else if (beta != 1.0f)
+            XT_CUBLAS_CHECK(cublasSscal(h, (int)count, &beta, c, 1));
+        return;
+    }
+    /*
+     * cuBLAS is column-major, and a row-major matrix read column-major is its
+     * transpose. So C = op(A) op(B), row-major, is C^T = op(B)^T op(A)^T
+     * column-major: the same call with A and B swapped, m and n swapped, and
+     * the leading dimensions the row-major ones.
+     */
+    XT_CUBLAS_CHECK(cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
+                                trans_b ? k : n, a, trans_a ? m : k, &beta, c, n));
 }

@@ -42,7 +42,10 @@ uint64_t xt_rng_below(xt_rng *g, uint64_t n)
 float xt_rng_uniform(xt_rng *g, float lo, float hi)
 {
     float u = (float)(xt_rng_u64(g) >> 40) * (1.0f / 16777216.0f);
-    return lo + (hi - lo) * u;
+    /* Two statements: clang would fuse one into a multiply-add (FMA), whose
+     * single rounding is not NumPy's two, and the draws would stop being bit-exact. */
+    float span = (hi - lo) * u;
+    return lo + span;
 }
 
 void xt_permutation(uint64_t seed, long n, long *out)

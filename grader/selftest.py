@@ -39,6 +39,7 @@ import launch  # noqa: E402
 import mutants  # noqa: E402
 import spec  # noqa: E402
 import stubgen  # noqa: E402
+from lectures import LECTURES  # noqa: E402
 
 WORK = os.path.join("build", "selftest")
 TESTS_BIN = os.path.join("build", "common", "tests")
@@ -325,7 +326,7 @@ def test_cases(s):
                           "nullout": "WRONG output 'lost' should hold 3 elements but its "
                                      "pointer is NULL"}.get(fn)
                 if fn == "pending" and rank == 0:
-                    expect = "RULE MPI_Isend(to 1, tag 0, 4 B) was never completed"
+                    expect = "PENDING MPI_Isend(to 1, tag 0, 4 B) was never completed"
                 if fn == "reuse" and rank == 1:
                     expect = ("RACE MPI_Irecv received into memory that MPI_Irecv(from 0, "
                               "tag 0) still owns")
@@ -514,12 +515,15 @@ def test_bench(s):
 
 
 def test_grades(s):
-    s.section("solutions (make grade LC=1 SOL=1)")
-    got = grade(s, ["--lc", "1", "--sol"], "solutions", "OK")
-    if got:
-        took, rc, data = got
-        s.record("solutions: full marks and exit status 0", rc == 0 and data["score"] == data["max"],
-                 [f"score {data['score']}/{data['max']}, exit {rc}"], f"({took:.1f} s)")
+    for lec in LECTURES:
+        n = lec.split("_")[0][2:]
+        s.section(f"solutions (make grade LC={n} SOL=1)")
+        got = grade(s, ["--lc", n, "--sol"], f"{lec} solutions", "OK")
+        if got:
+            took, rc, data = got
+            s.record(f"{lec} solutions: full marks and exit status 0",
+                     rc == 0 and data["score"] == data["max"],
+                     [f"score {data['score']}/{data['max']}, exit {rc}"], f"({took:.1f} s)")
     demos = sorted(glob.glob("solutions/lc*/*.c"))
     bad = []
     for src in demos:
@@ -532,14 +536,16 @@ def test_grades(s):
             bad.append(f"{src}: the ring's steps are not shown: " + " | ".join(tail(r.output, 4)))
     s.record(f"demos: all {len(demos)} solutions run in lecture mode at np=4, print every rank "
              f"within 80 columns; the ring shows its steps", not bad, bad)
-    s.section("student tree (make grade LC=1)")
-    got = grade(s, ["--lc", "1"], "stubs", "TODO")
-    if got:
-        took, rc, data = got
-        s.record("student tree: Score 0, non-zero exit, well within 60 s",
-                 rc != 0 and data["score"] == 0 and took < 60,
-                 [f"score {data['score']}/{data['max']}, exit {rc}, {took:.1f} s"],
-                 f"({took:.1f} s)")
+    for lec in LECTURES:
+        n = lec.split("_")[0][2:]
+        s.section(f"student tree (make grade LC={n})")
+        got = grade(s, ["--lc", n], f"{lec} stubs", "TODO")
+        if got:
+            took, rc, data = got
+            s.record(f"{lec} student tree: Score 0, non-zero exit, well within 60 s",
+                     rc != 0 and data["score"] == 0 and took < 60,
+                     [f"score {data['score']}/{data['max']}, exit {rc}, {took:.1f} s"],
+                     f"({took:.1f} s)")
 
 
 def test_mutants(s):
@@ -614,10 +620,30 @@ def test_cuda(s):
              r.returncode == 0 and r.output.count(": ok") == 2, tail(r.output))
 
 
+def test_nn(s):
+    import nntest  # the numeric layer's checks live beside nn.py; see its docstring
+
+    start = time.monotonic()
+    ok, bad, cases, d = nntest.c_versus_numpy(os.path.join(TESTS_BIN, "test_nn"),
+                                              os.path.join(WORK, "nn"))
+    s.record(f"nn: C agrees with grader/nn.py on {len(cases)} cases: rng, permutation, GEMM "
+             "(4 transposes, beta 0/1, k=0), linear (+=, NULL), ReLU/GELU, MSE, CE, softmax, "
+             "SGD, MLP (init, forward, backward, hook order)",
+             ok, bad, f"({time.monotonic() - start:.1f} s)")
+    start = time.monotonic()
+    ok, bad = nntest.gradients()
+    s.record("nn: grader/nn.py's gradients match central finite differences", ok, bad,
+             f"({time.monotonic() - start:.1f} s)")
+    start = time.monotonic()
+    ok, bad = nntest.negative_control(cases, d)
+    s.record("nn: negative control: a wrong GELU' or cross-entropy gradient in nn.py fails "
+             "those checks", ok, bad, f"({time.monotonic() - start:.1f} s)")
+
+
 def libxt(s):
     s.section("libxt")
     for t in (test_npy, test_pmpi, test_strict, test_watchdog, test_todo, test_crash, test_cases,
-              test_trace, test_cuda):
+              test_trace, test_cuda, test_nn):
         t(s)
 
 

@@ -1,0 +1,449 @@
+/*
+ * test_nn.c: the numeric layer (xt_nn.h) run on inputs from grader/nntest.py,
+ * which compares what comes back with grader/nn.py.
+ *
+ *     test_nn DIR        (one rank: mpirun -np 1, or started directly)
+ *
+ * DIR/cases.txt holds one case a line, "<id> <kind> key=value ...", and a
+ * case's arrays are DIR/<id>.<name>.npy: NumPy writes the inputs, this
+ * program writes the outputs beside them. Floats in cases.txt are C99 hex
+ * literals ("0x1.8p-1"), so that both sides start from the same bits.
+ *
+ *     kind     inputs                  outputs
+ *     rng      -                       u64 below uniform (three streams from one seed)
+ *     perm     -                       perm
+ *     gemm     a b c                   out
+ *     linear   x w b dy dw0 db0        y dx dw db
+ *     act      x dy                    y dx dx_inplace
+ *     mse, ce  pred target             loss (with and without gradient) d
+ *     softmax  x                       y y_inplace
+ *     sgd      p g                     out
+ *     mlp      g0 x0 t0 [x1 t1]        params layout names dims y0 [y1] loss grads
+ *                                      hook_layers hook_grads loss_only grads_plain
+ *
+ * The judging happens in Python, where the reference is; this side checks
+ * only what NumPy cannot see (the hook's model pointer, the names of
+ * activations and losses). Buffers that a function must overwrite start as
+ * NaN, so that reading them instead shows up in the result.
+ */
+#include "xt_nn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *dir;
+static int failures;
+
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        printf("FAIL " __VA_ARGS__);                                                               \
+        printf("\n");                                                                              \
+        failures++;                                                                                \
+    } while (0)
+
+/* ------------------------------------------------------------- one case */
+
+#define MAX_KEYS 16
+
+typedef struct {
+    int id;
+    char kind[16];
+    int nkeys;
+    char key[MAX_KEYS][32];
+    char value[MAX_KEYS][256];
+} test_case;
+
+static const char *param(const test_case *c, const char *key)
+{
+    for (int i = 0; i < c->nkeys; i++)
+        if (!strcmp(c->key[i], key))
+            return c->value[i];
+    xt_die("case %d (%s): no parameter '%s'", c->id, c->kind, key);
+}
+
+static long iparam(const test_case *c, const char *key)
+{
+    return strtol(param(c, key), NULL, 10);
+}
+
+static uint64_t uparam(const test_case *c, const char *key)
+{
+    return strtoull(param(c, key), NULL, 10);
+}
+
+static float fparam(const test_case *c, const char *key)
+{
+    return strtof(param(c, key), NULL); /* hex: exact */
+}
+
+static xt_array load(const test_case *c, const char *name, xt_dtype dt)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d.%s.npy", dir, c->id, name);
+    xt_array a;
+    xt_npy_read(path, &a);
+    XT_CHECK(a.dtype == dt, "%s: %s, expected %s", path, xt_dtype_name(a.dtype), xt_dtype_name(dt));
+    return a;
+}
+
+/* The input as floats: the array owns them, free with xt_array_free. */
+static float *floats(const test_case *c, const char *name, xt_array *a)
+{
+    *a = load(c, name, XT_F32);
+    return a->data;
+}
+
+static void save(const test_case *c, const char *name, const void *data, xt_dtype dt, long d0,
+                 long d1)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d.%s.npy", dir, c->id, name);
+    long shape[2] = {d0, d1};
+    xt_npy_write(path, data, dt, d1 < 0 ? 1 : 2, shape);
+}
+
+static float *nans(long n)
+{
+    float *p = xt_malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (long i = 0; i < n; i++)
+        p[i] = NAN;
+    return p;
+}
+
+/* ------------------------------------------------------------ the kinds */
+
+static void run_rng(const test_case *c)
+{
+    long n = iparam(c, "count");
+    uint64_t *v = xt_malloc(sizeof(uint64_t) * (size_t)(n + 1));
+    float *f = xt_malloc(sizeof(float) * (size_t)(n + 1));
+    xt_rng g = xt_rng_seed(uparam(c, "seed"));
+    for (long i = 0; i < n; i++)
+        v[i] = xt_rng_u64(&g);
+    save(c, "u64", v, XT_U64, n, -1);
+    g = xt_rng_seed(uparam(c, "seed"));
+    uint64_t below = uparam(c, "below");
+    for (long i = 0; i < n; i++)
+        v[i] = xt_rng_below(&g, below);
+    save(c, "below", v, XT_U64, n, -1);
+    g = xt_rng_seed(uparam(c, "seed"));
+    float lo = fparam(c, "lo"), hi = fparam(c, "hi");
+    for (long i = 0; i < n; i++)
+        f[i] = xt_rng_uniform(&g, lo, hi);
+    save(c, "uniform", f, XT_F32, n, -1);
+    free(v);
+    free(f);
+}
+
+static void run_perm(const test_case *c)
+{
+    long n = iparam(c, "n");
+    long *p = xt_malloc(sizeof(long) * (size_t)(n + 1));
+    int64_t *out = xt_malloc(sizeof(int64_t) * (size_t)(n + 1));
+    xt_permutation(uparam(c, "seed"), n, p);
+    for (long i = 0; i < n; i++)
+        out[i] = p[i]; /* long is 32 bits on some platforms; the file says int64 */
+    save(c, "perm", out, XT_I64, n, -1);
+    free(p);
+    free(out);
+}
+
+static void run_gemm(const test_case *c)
+{
+    int m = (int)iparam(c, "m"), n = (int)iparam(c, "n");
+    xt_array a, b, cc;
+    floats(c, "a", &a);
+    floats(c, "b", &b);
+    float *out = floats(c, "c", &cc);
+    xt_gemm((int)iparam(c, "ta"), (int)iparam(c, "tb"), m, n, (int)iparam(c, "k"),
+            fparam(c, "alpha"), a.data, b.data, fparam(c, "beta"), out);
+    save(c, "out", out, XT_F32, m, n);
+    xt_array_free(&a);
+    xt_array_free(&b);
+    xt_array_free(&cc);
+}
+
+static void run_linear(const test_case *c)
+{
+    int rows = (int)iparam(c, "rows"), in = (int)iparam(c, "in"), out = (int)iparam(c, "out");
+    const char *null = param(c, "null"); /* which of dx, dw, db are NULL */
+    xt_array x, w, b, dy, dw, db;
+    floats(c, "x", &x);
+    floats(c, "w", &w);
+    floats(c, "dy", &dy);
+    floats(c, "dw0", &dw);
+    floats(c, "db0", &db);
+    int bias = (int)iparam(c, "bias");
+    if (bias)
+        floats(c, "b", &b);
+    float *y = nans((long)rows * out), *dx = nans((long)rows * in);
+    xt_linear_forward(y, x.data, w.data, bias ? b.data : NULL, rows, in, out);
+    save(c, "y", y, XT_F32, rows, out);
+    xt_linear_backward(strstr(null, "dx") ? NULL : dx, strstr(null, "dw") ? NULL : dw.data,
+                       strstr(null, "db") ? NULL : db.data, dy.data, x.data, w.data, rows, in, out);
+    save(c, "dx", dx, XT_F32, rows, in);
+    save(c, "dw", dw.data, XT_F32, in, out);
+    save(c, "db", db.data, XT_F32, out, -1);
+    free(y);
+    free(dx);
+    if (bias)
+        xt_array_free(&b);
+    xt_array *all[] = {&x, &w, &dy, &dw, &db};
+    for (int i = 0; i < 5; i++)
+        xt_array_free(all[i]);
+}
+
+static xt_act act_param(const test_case *c)
+{
+    xt_act act;
+    XT_CHECK(xt_act_from_name(param(c, "act"), &act), "unknown act %s", param(c, "act"));
+    return act;
+}
+
+static void run_act(const test_case *c)
+{
+    xt_act act = act_param(c);
+    xt_array x, dy;
+    floats(c, "x", &x);
+    floats(c, "dy", &dy);
+    long n = x.count;
+    float *y = nans(n), *dx = nans(n), *inplace = xt_malloc(sizeof(float) * (size_t)(n + 1));
+    xt_act_forward(act, y, x.data, n);
+    xt_act_backward(act, dx, dy.data, x.data, n);
+    memcpy(inplace, dy.data, sizeof(float) * (size_t)n);
+    xt_act_backward(act, inplace, inplace, x.data, n); /* documented: dx may be dy */
+    save(c, "y", y, XT_F32, n, -1);
+    save(c, "dx", dx, XT_F32, n, -1);
+    save(c, "dx_inplace", inplace, XT_F32, n, -1);
+    free(y);
+    free(dx);
+    free(inplace);
+    xt_array_free(&x);
+    xt_array_free(&dy);
+}
+
+static void run_loss(const test_case *c)
+{
+    int rows = (int)iparam(c, "rows"), cols = (int)iparam(c, "cols");
+    int ce = !strcmp(c->kind, "ce");
+    xt_array pred, target;
+    floats(c, "pred", &pred);
+    target = load(c, "target", ce ? XT_I32 : XT_F32);
+    float *d = nans((long)rows * cols), loss[2];
+    if (ce) {
+        loss[0] = xt_cross_entropy_loss(d, pred.data, target.data, rows, cols);
+        loss[1] = xt_cross_entropy_loss(NULL, pred.data, target.data, rows, cols);
+    } else {
+        loss[0] = xt_mse_loss(d, pred.data, target.data, rows, cols);
+        loss[1] = xt_mse_loss(NULL, pred.data, target.data, rows, cols);
+    }
+    save(c, "loss", loss, XT_F32, 2, -1);
+    save(c, "d", d, XT_F32, rows, cols);
+    free(d);
+    xt_array_free(&pred);
+    xt_array_free(&target);
+}
+
+static void run_softmax(const test_case *c)
+{
+    int rows = (int)iparam(c, "rows"), cols = (int)iparam(c, "cols");
+    xt_array x;
+    floats(c, "x", &x);
+    float *y = nans(x.count);
+    xt_softmax_rows(y, x.data, rows, cols);
+    save(c, "y", y, XT_F32, rows, cols);
+    xt_softmax_rows(x.data, x.data, rows, cols); /* documented: y may be x */
+    save(c, "y_inplace", x.data, XT_F32, rows, cols);
+    free(y);
+    xt_array_free(&x);
+}
+
+static void run_sgd(const test_case *c)
+{
+    xt_array p, g;
+    floats(c, "p", &p);
+    floats(c, "g", &g);
+    xt_sgd(p.data, g.data, p.count, fparam(c, "lr"));
+    save(c, "out", p.data, XT_F32, p.count, -1);
+    xt_array_free(&p);
+    xt_array_free(&g);
+}
+
+/* ------------------------------------------------------------------ MLP */
+
+/* What the backward hook saw: the layer of each call and the gradients then. */
+typedef struct {
+    const xt_mlp *m;
+    int calls, cap;
+    int32_t *layers;
+    float *snapshots; /* cap x nparams */
+} hook_log;
+
+static void record_grads(xt_mlp *m, int layer, void *ctx)
+{
+    hook_log *h = ctx;
+    if (m != h->m)
+        FAIL("hook called with another model (%p, not %p)", (void *)m, (const void *)h->m);
+    if (h->calls == h->cap) {
+        FAIL("hook called more than %d times", h->cap);
+        return;
+    }
+    h->layers[h->calls] = layer;
+    memcpy(h->snapshots + (long)h->calls * m->nparams, m->grads, sizeof(float) * m->nparams);
+    h->calls++;
+}
+
+static void run_mlp(const test_case *c)
+{
+    xt_mlp m;
+    xt_loss loss;
+    XT_CHECK(xt_loss_from_name(param(c, "loss"), &loss), "unknown loss %s", param(c, "loss"));
+    xt_mlp_init_str(&m, param(c, "dims"), act_param(c), loss);
+    xt_mlp_randomize(&m, uparam(c, "seed"));
+    save(c, "params", m.params, XT_F32, m.nparams, -1);
+
+    /* The layout, for NumPy to compare with nn.Mlp.tensors: names and numbers. */
+    int64_t layout[2 * XT_MLP_MAX_LAYERS][5];
+    char names[2 * XT_MLP_MAX_LAYERS][8];
+    for (int t = 0; t < m.ntensors; t++) {
+        const xt_tensor *v = &m.tensor[t];
+        int64_t row[5] = {v->layer, v->rows, v->cols, v->offset, v->count};
+        memcpy(layout[t], row, sizeof row);
+        memcpy(names[t], v->name, 8);
+    }
+    save(c, "layout", layout, XT_I64, m.ntensors, 5);
+    save(c, "names", names, XT_U8, m.ntensors, 8);
+    int64_t dims[XT_MLP_MAX_LAYERS + 2] = {m.nlayers};
+    for (int l = 0; l <= m.nlayers; l++)
+        dims[l + 1] = m.dims[l];
+    save(c, "dims", dims, XT_I64, m.nlayers + 2, -1);
+
+    /* Gradients that are already there: backward must add to them. */
+    xt_array g0;
+    floats(c, "g0", &g0);
+    memcpy(m.grads, g0.data, sizeof(float) * m.nparams);
+    xt_array_free(&g0);
+
+    int batches = (int)iparam(c, "batches");
+    float scale = fparam(c, "scale");
+    hook_log h = {&m, 0, 2 * batches * m.nlayers, NULL, NULL};
+    h.layers = xt_malloc(sizeof(int32_t) * h.cap);
+    h.snapshots = xt_malloc(sizeof(float) * h.cap * m.nparams);
+    xt_array x[2], t[2];
+    XT_CHECK(batches >= 1 && batches <= 2, "1 or 2 batches, not %d", batches);
+    float losses[2], only[2];
+    int out = m.dims[m.nlayers];
+    for (int b = 0; b < batches; b++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", b);
+        floats(c, name, &x[b]);
+        snprintf(name, sizeof name, "t%d", b);
+        t[b] = load(c, name, loss == XT_MSE ? XT_F32 : XT_I32);
+        int rows = (int)x[b].shape[0];
+        const float *y = xt_mlp_forward(&m, x[b].data, rows);
+        snprintf(name, sizeof name, "y%d", b);
+        save(c, name, y, XT_F32, rows, out);
+        losses[b] = xt_mlp_backward(&m, t[b].data, scale, record_grads, &h);
+    }
+    save(c, "loss", losses, XT_F32, batches, -1);
+    save(c, "grads", m.grads, XT_F32, m.nparams, -1);
+    save(c, "hook_layers", h.layers, XT_I32, h.calls, -1);
+    save(c, "hook_grads", h.snapshots, XT_F32, h.calls, m.nparams);
+
+    /* The loss alone, batch by batch; then one plain backward: no hook, scale 1. */
+    for (int b = 0; b < batches; b++)
+        only[b] = xt_mlp_loss(&m, x[b].data, t[b].data, (int)x[b].shape[0]);
+    save(c, "loss_only", only, XT_F32, batches, -1);
+    xt_mlp_zero_grad(&m);
+    xt_mlp_forward(&m, x[0].data, (int)x[0].shape[0]);
+    xt_mlp_backward(&m, t[0].data, 1.0f, NULL, NULL);
+    save(c, "grads_plain", m.grads, XT_F32, m.nparams, -1);
+
+    for (int b = 0; b < batches; b++) {
+        xt_array_free(&x[b]);
+        xt_array_free(&t[b]);
+    }
+    free(h.layers);
+    free(h.snapshots);
+    xt_mlp_free(&m);
+    if (m.params || m.grads || m.rows_cap)
+        FAIL("xt_mlp_free left pointers behind");
+}
+
+/* What needs no NumPy: the names of activations and losses, both ways. */
+static void check_names(void)
+{
+    for (int i = 0; i < 2; i++) {
+        xt_act a;
+        xt_loss l;
+        if (!xt_act_from_name(xt_act_name((xt_act)i), &a) || a != (xt_act)i)
+            FAIL("activation %d does not survive xt_act_name and back", i);
+        if (!xt_loss_from_name(xt_loss_name((xt_loss)i), &l) || l != (xt_loss)i)
+            FAIL("loss %d does not survive xt_loss_name and back", i);
+    }
+    xt_act a;
+    xt_loss l;
+    if (xt_act_from_name("tanh", &a) || xt_act_from_name("", &a) || xt_loss_from_name("l1", &l))
+        FAIL("an unknown activation or loss name was accepted");
+}
+
+/* ----------------------------------------------------------------- main */
+
+static int parse(char *line, test_case *c)
+{
+    memset(c, 0, sizeof *c);
+    char *tok = strtok(line, " \t\n");
+    if (!tok || tok[0] == '#')
+        return 0;
+    c->id = atoi(tok);
+    tok = strtok(NULL, " \t\n");
+    XT_CHECK(tok && strlen(tok) < sizeof c->kind, "case %d: no kind", c->id);
+    strcpy(c->kind, tok);
+    while ((tok = strtok(NULL, " \t\n"))) {
+        char *eq = strchr(tok, '=');
+        XT_CHECK(eq && c->nkeys < MAX_KEYS && eq - tok < 32 && strlen(eq + 1) < 256,
+                 "case %d: bad parameter '%s'", c->id, tok);
+        *eq = '\0';
+        strcpy(c->key[c->nkeys], tok);
+        strcpy(c->value[c->nkeys], eq + 1);
+        c->nkeys++;
+    }
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    xt_init(&argc, &argv);
+    XT_CHECK(argc >= 2 && strncmp(argv[1], "--", 2) != 0, "usage: %s DIR", argv[0]);
+    dir = argv[1];
+    check_names();
+
+    static const struct {
+        const char *kind;
+        void (*run)(const test_case *c);
+    } kinds[] = {{"rng", run_rng}, {"perm", run_perm}, {"gemm", run_gemm}, {"linear", run_linear},
+                 {"act", run_act}, {"mse", run_loss},  {"ce", run_loss},   {"softmax", run_softmax},
+                 {"sgd", run_sgd}, {"mlp", run_mlp}};
+    char path[4096], line[4096];
+    snprintf(path, sizeof path, "%s/cases.txt", dir);
+    FILE *f = fopen(path, "r");
+    XT_CHECK(f, "cannot open %s", path);
+    int ran = 0;
+    test_case c;
+    while (fgets(line, sizeof line, f)) {
+        if (!parse(line, &c))
+            continue;
+        size_t k = 0, nkinds = sizeof kinds / sizeof kinds[0];
+        while (k < nkinds && strcmp(kinds[k].kind, c.kind))
+            k++;
+        XT_CHECK(k < nkinds, "case %d: unknown kind '%s'", c.id, c.kind);
+        kinds[k].run(&c);
+        ran++;
+    }
+    fclose(f);
+    printf(failures ? "nn: %d cases, %d failures\n" : "nn: %d cases, ok\n", ran, failures);
+    xt_finalize();
+    return failures ? 1 : 0;
+}
