@@ -33,10 +33,13 @@ LIBXT     := $(BUILD)/common/libxt.a
 LIBXT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard common/*.c))
 TESTS     := $(patsubst %.c,$(BUILD)/%,$(wildcard common/tests/*.c))
 PROGRAMS  := $(patsubst %.c,$(BUILD)/%,$(wildcard lc*/*.c solutions/lc*/*.c))
+# The lectures with a `make bench` driver, common/bench/<lecture>.c (see benchmarks).
+BENCH_LECTURES := lc1_basic lc2_dp
+BENCHES   := $(foreach l,$(BENCH_LECTURES),$(BUILD)/bench/solutions/$(l)/bench)
 
 # ---------------------------------------------------------------- C programs
 
-all: $(LIBXT) $(TESTS) $(PROGRAMS) $(BUILD)/bench/solutions/lc1_basic/bench $(if $(filter 1,$(CUDA)),cuda)
+all: $(LIBXT) $(TESTS) $(PROGRAMS) $(BENCHES) $(if $(filter 1,$(CUDA)),cuda)
 
 $(LIBXT): $(LIBXT_OBJ)
 	@mkdir -p $(@D)
@@ -72,7 +75,7 @@ $(LIBXT_CUDA): $(BUILD)/common/cuda.cu.o
 	@rm -f $@
 	ar rcs $@ $^
 
-CUDA_LINK = $(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $< $(LIBXT_CUDA) $(LIBXT) -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ $(LDLIBS) -o $@
+CUDA_LINK = $(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $< $(LIBXT_CUDA) $(LIBXT) -L$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++ $(LDLIBS) -o $@
 
 $(CUDA_TESTS) $(CUDA_PROGRAMS): $(BUILD)/%: $(BUILD)/%.cu.o $(LIBXT_CUDA) $(LIBXT)
 	$(CUDA_LINK)
@@ -84,36 +87,55 @@ $(BUILD)/%: $(BUILD)/%.cu.o $(LIBXT_CUDA) $(LIBXT)
 
 # ---------------------------------------------------------------- benchmarks
 
-# make bench LC=1 (grader/bench.py, docs/lc1_basic.md (Bandwidth)) links the exercises'
-# own objects with a driver, common/bench/lc1_basic.c: objcopy -G keeps only
-# the functions below global, so each file's main and helpers stay private
-# and no algorithm code is copied. A .direct.o copy renames the exercise's
-# MPI_x calls to PMPI_x and its function to xt_direct_<name>: the same code
-# past libxt's counting wrappers, to measure what they cost.
+# make bench LC=N (grader/bench.py) links the exercises' own objects with a
+# driver per lecture, common/bench/<lecture>.c: objcopy -G keeps only the
+# functions the driver calls global, so each file's main and helpers stay
+# private and no algorithm code is copied.
+#   lc1_basic (docs/lc1_basic.md, Bandwidth): the collectives. A .direct.o copy
+#     renames the exercise's MPI_x calls to PMPI_x and its function to
+#     xt_direct_<name>: the same code past libxt's counting wrappers, to
+#     measure what they cost.
+#   lc2_dp (docs/lc2_dp.md, Step time): the DDP steps. Their MPI_Testall and
+#     MPI_Waitall become the driver's xt_bench_Testall/xt_bench_Waitall, which
+#     pass through to MPI, or skip the progress calls, or trace each bucket.
+# Per lecture: BENCH_SOURCES_<lecture> (files linked when present),
+# BENCH_GLOBALS_<lecture> (functions kept), BENCH_RENAMES_<lecture>
+# (old=new symbols), BENCH_DIRECT_<lecture> (1: also the .direct.o copies).
 OBJCOPY ?= objcopy
 NM      ?= nm
-BENCH1_SOURCES   := fun_ring_allreduce fun_allreduce_rd fun_gather fun_reduce_scatter \
-                    fun_broadcast fun_all2all_scratch
-BENCH1_FUNCTIONS := ring_allreduce allreduce_rd allgather_ring reduce_scatter_ring \
-                    bcast_binomial alltoallv_scratch
-# The objects of the exercise files that exist in tree $(1); a missing one is skipped.
-bench1_objects = $(foreach s,$(BENCH1_SOURCES),$(if $(wildcard $(1)/$(s).c),\
-                   $(BUILD)/bench/$(1)/$(s).o $(BUILD)/bench/$(1)/$(s).direct.o))
+BENCH_SOURCES_lc1_basic := fun_ring_allreduce fun_allreduce_rd fun_gather fun_reduce_scatter \
+                           fun_broadcast fun_all2all_scratch
+BENCH_GLOBALS_lc1_basic := ring_allreduce allreduce_rd allgather_ring reduce_scatter_ring \
+                           bcast_binomial alltoallv_scratch
+BENCH_DIRECT_lc1_basic  := 1
+BENCH_SOURCES_lc2_dp    := ddp_naive ddp_bucketed
+BENCH_GLOBALS_lc2_dp    := ddp_naive_step plan_buckets ddp_bucketed_step
+BENCH_RENAMES_lc2_dp    := MPI_Testall=xt_bench_Testall MPI_Waitall=xt_bench_Waitall
+# The lecture of an object's stem: solutions/lc2_dp/ddp_naive -> lc2_dp.
+bench_lecture = $(notdir $(patsubst %/,%,$(dir $(1))))
+# The objects of the exercise files that exist in tree $(1) (its last directory
+# names the lecture); a missing one is skipped.
+bench_objects = $(foreach s,$(BENCH_SOURCES_$(notdir $(1))),$(if $(wildcard $(1)/$(s).c),\
+                  $(BUILD)/bench/$(1)/$(s).o \
+                  $(if $(BENCH_DIRECT_$(notdir $(1))),$(BUILD)/bench/$(1)/$(s).direct.o)))
 
 $(BUILD)/bench/%.direct.o: $(BUILD)/%.o
 	@mkdir -p $(@D)
-	$(OBJCOPY) $(foreach f,$(BENCH1_FUNCTIONS),--redefine-sym $(f)=xt_direct_$(f) -G xt_direct_$(f)) \
+	$(OBJCOPY) $(foreach f,$(BENCH_GLOBALS_$(call bench_lecture,$*)),\
+	             --redefine-sym $(f)=xt_direct_$(f) -G xt_direct_$(f)) \
 	  $$($(NM) -u $< | awk '$$2 ~ /^MPI_[A-Z][a-z]/ { printf "--redefine-sym %s=P%s ", $$2, $$2 }') \
 	  $< $@
 
 $(BUILD)/bench/%.o: $(BUILD)/%.o
 	@mkdir -p $(@D)
-	$(OBJCOPY) $(foreach f,$(BENCH1_FUNCTIONS),-G $(f)) $< $@
+	$(OBJCOPY) $(foreach f,$(BENCH_GLOBALS_$(call bench_lecture,$*)),-G $(f)) \
+	  $(foreach r,$(BENCH_RENAMES_$(call bench_lecture,$*)),--redefine-sym $(r)) $< $@
 
 # The bench of any tree of exercise files: build/bench/<tree>/bench, the tree
-# being solutions/lc1_basic, lc1_basic or a mutant's copy.
+# being solutions/lc1_basic, lc2_dp, a mutant's copy...; its last directory
+# picks the driver.
 .SECONDEXPANSION:
-$(BUILD)/bench/%/bench: $(BUILD)/common/bench/lc1_basic.o $$(call bench1_objects,$$*) $(LIBXT)
+$(BUILD)/bench/%/bench: $(BUILD)/common/bench/$$(notdir $$*).o $$(call bench_objects,$$*) $(LIBXT)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/*/*/*.d $(BUILD)/*/*/*/*.d $(BUILD)/*/*/*/*/*/*.d)
@@ -163,6 +185,8 @@ help:
 	@echo "                         TRACE=1: a timeline for https://ui.perfetto.dev)"
 	@echo "make bench LC=1 NP=4     bandwidth of the hand-written collectives beside the"
 	@echo "                         MPI library's own (SOL=0: your own)"
+	@echo "make bench LC=2          DDP step time, naive vs bucketed, np 1, 2, 4, and a"
+	@echo "                         trace of the buckets (LC=all: both; no LC: lecture 1's)"
 	@echo "make deps                install what is missing (Open MPI, NumPy, a compiler)"
 	@echo "make stubs               regenerate the student tree from solutions/"
 	@echo "make format              clang-format every C file"

@@ -282,8 +282,8 @@ void xt_mlp_init_str(xt_mlp *m, const char *dims, xt_act act, xt_loss loss)
                  "bad layer widths \"%s\": expected up to %d positive integers, like 8,16,4", dims,
                  XT_MLP_MAX_LAYERS + 1);
         d[n++] = (int)v;
+        XT_CHECK(*end == '\0' || (*end == ',' && end[1] != '\0'), "bad layer widths \"%s\"", dims);
         p = *end == ',' ? end + 1 : end;
-        XT_CHECK(*end == ',' || *end == '\0', "bad layer widths \"%s\"", dims);
     }
     XT_CHECK(n >= 2, "bad layer widths \"%s\": an input and an output width at least", dims);
     xt_mlp_init(m, n - 1, d, act, loss);

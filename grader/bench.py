@@ -1,16 +1,30 @@
 #!/usr/bin/env python3
-"""make bench LC=1 [NP=4] [SOL=0] [ARGS="--coll ring_allreduce --max 16M"]
+"""make bench LC=1|2|all [NP=4] [SOL=0] [ARGS="..."]
 
-Times lecture 1's hand-written collectives beside the MPI library's own and
-prints one table per collective in the layout of nccl-tests: time, algbw and
+make bench LC=1: lecture 1's hand-written collectives beside the MPI library's
+own, one table per collective in the layout of nccl-tests: time, algbw and
 busbw of each, their ratio, and whether the hand-written result matched the
 library's. Writes the results as JSON and a plot of busbw against message size
 (SVG) under build/bench/. docs/lc1_basic.md (Bandwidth) explains the columns.
+Measured by build/bench/solutions/lc1_basic/bench (common/bench/lc1_basic.c), one
+launch per collective.
 
-The measuring is done by build/bench/<tree>/bench (common/bench/lc1_basic.c),
-one launch per collective. Exit status: 0 when every check passed, 1 when a
-result was wrong or a run failed, 2 for a usage error. A collective whose
-exercise file is missing or still a TODO is skipped and says so.
+make bench LC=2: the step time of lecture 2's data-parallel training, naive
+(ddp_naive_step) against bucketed (ddp_bucketed_step), beside the same step
+without communication, at np 1, 2 and 4 (NP=n: that one only), on a model
+large enough that communication matters; the bucketed step also without its
+MPI_Testall progress calls, and with libnbc's ring algorithm. Then one traced
+launch at np 2 (build/trace/) and a summary of it: when each bucket's
+all-reduce started and finished against backward's layers. Writes JSON under
+build/bench/. docs/lc2_dp.md (Step time) explains it. Measured by
+build/bench/solutions/lc2_dp/bench (common/bench/lc2_dp.c), one launch per np.
+
+make bench with no LC runs lecture 1's only (as before lecture 2 existed);
+LC=all runs both, one after the other.
+
+Exit status: 0 when every check passed, 1 when a result was wrong or a run
+failed, 2 for a usage error. An exercise file that is missing or still a TODO
+is skipped and says so.
 """
 
 import argparse
@@ -49,6 +63,13 @@ TYPE_NAMES = {"float32": "float", "float64": "double", "int32": "int32", "int64"
 REDUCES = {"ring_allreduce", "allreduce_rd", "reduce_scatter_ring"}
 
 
+# LC=2: the model, and the variants of common/bench/lc2_dp.c.
+LC2_DIMS = "1024,1024,1024,1024,1024,1024,1024,16"
+LC2_VARIANTS = ("compute", "naive", "onebucket", "bucketed", "noprogress", "onebucket_ring",
+                "bucketed_ring", "noprogress_ring")
+LC2_DEFAULT_VARIANTS = LC2_VARIANTS[:-1]
+
+
 def parse_size(text):
     m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)(i?[bB])?\s*", text)
     if not m:
@@ -73,34 +94,54 @@ def cores():
 def options(argv):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lc", default="1", help="lecture (only 1 has benchmarks)")
+    ap.add_argument("--lc", default="1",
+                    help="lecture: 1, 2 or all (default 1: `make bench` without LC is lecture 1's)")
     ap.add_argument("--np", type=int, default=None,
-                    help="ranks (default: the cores, at least 2 and at most 4)")
-    ap.add_argument("--student", action="store_true", help="bench lc1_basic/, not solutions/")
+                    help="ranks (LC=1 default: the cores, at least 2 and at most 4; LC=2 default: "
+                         "1, 2 and 4, one launch each)")
+    ap.add_argument("--student", action="store_true",
+                    help="bench the student tree (lc1_basic/, lc2_dp/), not solutions/")
     ap.add_argument("--args", default="", help="more of these options, as one string (make ARGS=)")
-    ap.add_argument("--coll", default="", help="comma-separated collectives (default: all)")
-    ap.add_argument("--min", type=parse_size, default=8, help="smallest size (default 8)")
-    ap.add_argument("--max", type=parse_size, default=64 << 20, help="largest size (default 64M)")
-    ap.add_argument("--dtype", default="float32", choices=sorted(TYPE_NAMES))
-    ap.add_argument("--iters", type=int, default=0, help="timed calls per size (default: by size)")
-    ap.add_argument("--warmup", type=int, default=-1, help="warm-up calls per size")
-    ap.add_argument("--rounds", type=int, default=5,
-                    help="timed calls run in this many rounds; the median round counts "
-                         "(1: nccl-tests' plain average)")
-    ap.add_argument("--wrapcost", type=parse_size, default=8,
-                    help="size at which libxt's PMPI wrappers are timed (0: not)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="timed calls (LC=1) or steps (LC=2) run in this many rounds "
+                         "(default 5 and 11); LC=1: the median round counts (1: nccl-tests' "
+                         "plain average); LC=2: the best and the median round are shown")
+    ap.add_argument("--warmup", type=int, default=-1,
+                    help="warm-up calls per size (LC=1, default: by size), warm-up steps per "
+                         "variant (LC=2, default 2)")
     ap.add_argument("--out", default=os.path.join("build", "bench"), help="where files go")
-    ap.add_argument("--timeout", type=float, default=600, help="seconds per collective")
-    ap.add_argument("--budget", type=float, default=270,
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per launch")
+    ap.add_argument("--tree", help="bench the exercise files under TREE/lc1_basic or "
+                                   "TREE/lc2_dp (a mutant's copy, say) instead of solutions/")
+    g1 = ap.add_argument_group("LC=1 (collectives)")
+    g1.add_argument("--coll", default="", help="comma-separated collectives (default: all)")
+    g1.add_argument("--min", type=parse_size, default=8, help="smallest size (default 8)")
+    g1.add_argument("--max", type=parse_size, default=64 << 20, help="largest size (default 64M)")
+    g1.add_argument("--dtype", default="float32", choices=sorted(TYPE_NAMES))
+    g1.add_argument("--iters", type=int, default=0, help="timed calls per size (default: by size)")
+    g1.add_argument("--wrapcost", type=parse_size, default=8,
+                    help="size at which libxt's PMPI wrappers are timed (0: not)")
+    g1.add_argument("--budget", type=float, default=270,
                     help="seconds the whole bench should take at most: on a slow machine the "
                          "largest sizes get fewer timed calls (default 270)")
-    ap.add_argument("--tree", help="bench the exercise files under TREE/lc1_basic (a mutant's "
-                                   "copy, say) instead of solutions/")
+    g2 = ap.add_argument_group("LC=2 (data-parallel step time)")
+    g2.add_argument("--dims", default=LC2_DIMS,
+                    help=f"the MLP's widths, input first (default {LC2_DIMS}: 7 layers, "
+                         "6.3 M parameters, 25 MB of gradients)")
+    g2.add_argument("--rows", type=int, default=16, help="samples per rank and step (default 16)")
+    g2.add_argument("--steps", type=int, default=3,
+                    help="timed steps per round and variant (default 3)")
+    g2.add_argument("--bucket_bytes", type=parse_size, default=4 << 20,
+                    help="ddp_bucketed_step's cap (default 4M: one 1024x1024 layer per bucket, "
+                         "6 buckets)")
+    g2.add_argument("--variants", default="",
+                    help="comma-separated, of " + ", ".join(LC2_VARIANTS) +
+                         " (default: all but noprogress_ring)")
+    g2.add_argument("--trace-np", type=int, default=None,
+                    help="ranks of the traced launch (default 2; 0: no trace)")
     args = ap.parse_args(argv)
     if args.args:
         args = ap.parse_args(argv + shlex.split(args.args))
-    if args.np is None:
-        args.np = min(4, max(2, cores()))
     return args
 
 
@@ -276,13 +317,37 @@ def esc(text):
 
 # -------------------------------------------------------------------- main
 
+LECTURES = {"1": "lc1_basic", "lc1": "lc1_basic", "lc1_basic": "lc1_basic",
+            "2": "lc2_dp", "lc2": "lc2_dp", "lc2_dp": "lc2_dp"}
+
+
 def main(argv):
     args = options(argv)
     os.chdir(os.path.dirname(HERE))
-    if str(args.lc) not in ("1", "lc1", "lc1_basic"):
-        print(f"bench: lecture {args.lc} has no benchmarks; `make bench LC=1` does",
-              file=sys.stderr)
+    lc = str(args.lc).lower()
+    if lc == "all":
+        lectures = ["lc1_basic", "lc2_dp"]
+    elif lc in LECTURES:
+        lectures = [LECTURES[lc]]
+    else:
+        print(f"bench: lecture {args.lc} has no benchmarks; `make bench LC=1` and "
+              f"`make bench LC=2` do", file=sys.stderr)
         return 2
+    launch.install_signal_handlers()
+    status = 0
+    for i, lecture in enumerate(lectures):
+        if i:
+            print()
+        run = main_lc1 if lecture == "lc1_basic" else main_lc2
+        status = max(status, run(argparse.Namespace(**vars(args))))
+    return status
+
+
+def main_lc1(args):
+    if args.np is None:
+        args.np = min(4, max(2, cores()))
+    if args.rounds is None:
+        args.rounds = 5
     wanted = [c for c in args.coll.split(",") if c] or NAMES
     unknown = [c for c in wanted if c not in NAMES]
     if unknown:
@@ -313,7 +378,6 @@ def main(argv):
         print(f"# oversubscribed: {args.np} ranks share {ncores} cores; a waiting rank yields "
               f"its core (mpi_yield_when_idle), so times include the scheduler's")
     print("# ratio = hand-written busbw / library busbw (= library time / hand-written time)")
-    launch.install_signal_handlers()
     env = launch.mpi_env()
     # The grader turns Open MPI 4.1's AVX reduction kernels off because they
     # saturate 8-bit integer sums; the bench reduces 32- and 64-bit types only,
@@ -436,6 +500,436 @@ def print_summary(results):
                   f"{w['t_hand_direct'] * 1e6:>8.2f} {pct(w['t_hand'], w['t_hand_direct']):>6}"
                   f"  {w['t_lib'] * 1e6:>8.2f} {w['t_lib_direct'] * 1e6:>8.2f} "
                   f"{pct(w['t_lib'], w['t_lib_direct']):>6}")
+
+
+# ------------------------------------------------------------------ lecture 2
+
+LC2_ABOUT = [
+    ("compute", "forward, backward, update on every rank at once; no MPI"),
+    ("naive", "ddp_naive_step: after backward, one MPI_Allreduce per tensor"),
+    ("onebucket", "ddp_bucketed_step with a cap of all the gradients: one MPI_Iallreduce, "
+                  "started when backward has finished (nothing can overlap)"),
+    ("bucketed", "ddp_bucketed_step: an MPI_Iallreduce per bucket from backward's hook, "
+                 "MPI_Testall at every later hook, MPI_Waitall"),
+    ("noprogress", "ddp_bucketed_step with its MPI_Testall calls skipped: MPI only at the "
+                   "Iallreduce starts and the Waitall"),
+    ("*_ring", "the same with libnbc's ring for MPI_Iallreduce instead of its binomial tree"),
+]
+BUCKETED = LC2_VARIANTS[2:]
+
+
+class Lc2Launch(Launch):
+    """Collects one np's lines from common/bench/lc2_dp.c."""
+
+    def __init__(self):
+        super().__init__(None)
+        self.buckets, self.rows, self.calls, self.checks = [], {}, {}, []
+
+    def line(self, text):
+        parts = text.split()
+        kind = parts[0] if parts else ""
+        if kind == "BUCKET" and len(parts) == 6:
+            self.buckets.append({"index": int(parts[1]), "first": parts[2], "last": parts[3],
+                                 "bytes": int(parts[4]), "first_layer": int(parts[5])})
+        elif kind == "ROW" and len(parts) == 7:
+            self.rows[parts[1]] = {"median": float(parts[2]), "best": float(parts[3]),
+                                   "worst": float(parts[4]), "rounds": int(parts[5]),
+                                   "steps": int(parts[6])}
+        elif kind == "CALLS" and len(parts) == 5:
+            self.calls.setdefault(parts[1], {})[parts[2]] = float(parts[3])
+        elif kind == "CHECK" and len(parts) >= 6:
+            self.checks.append({"what": parts[1], "status": parts[2], "ndiff": int(parts[3]),
+                                "maxdiff": float(parts[4]), "detail": text.split(None, 5)[5]})
+        elif text.startswith("xt: trace of "):
+            pass  # the traced launch's own note; the summary names the file
+        else:
+            super().line(text)
+
+
+def ms(seconds):
+    return f"{seconds * 1e3:.1f}"
+
+
+def lc2_derive(rows, np_):
+    """exposed (best and median) per variant, and hidden: the share of naive's exposed time."""
+    out = {}
+    comp = rows.get("compute")
+    naive = rows.get("naive")
+    for name, r in rows.items():
+        d = {}
+        if comp and name != "compute":
+            for stat in ("best", "median"):
+                d[f"exposed_{stat}"] = r[stat] - comp[stat]
+            if naive and name in BUCKETED:
+                for stat in ("best", "median"):
+                    ne = naive[stat] - comp[stat]
+                    # One rank has nothing to hide: a share of noise would mean nothing.
+                    if np_ > 1 and ne > 5e-4:
+                        d[f"hidden_{stat}"] = (ne - (r[stat] - comp[stat])) / ne
+        out[name] = d
+    return out
+
+
+def lc2_calls_text(calls):
+    short = {"MPI_Allreduce": "Allreduce", "MPI_Iallreduce": "Iallreduce",
+             "MPI_Testall": "Testall", "MPI_Waitall": "Waitall", "MPI_Wait": "Wait"}
+    return " ".join(f"{v:g} {short.get(k, k)}" for k, v in calls.items()) or "-"
+
+
+LC2_HEAD = "{:>4}  {:<16} {:>8} {:>8} {:>8} {:>7}  {:<32} {}"
+
+
+def lc2_print_rows(np_, got, derived):
+    checks = {c["what"].split("=", 1)[1]: c for c in got.checks if "=" in c["what"]}
+    for name in LC2_VARIANTS:
+        r = got.rows.get(name)
+        if not r:
+            continue
+        d = derived.get(name, {})
+        exposed = f"{d['exposed_best'] * 1e3:.1f}" if "exposed_best" in d else "-"
+        hidden = f"{d['hidden_best'] * 100:.0f}%" if "hidden_best" in d else "-"
+        c = checks.get(name)
+        if name in ("compute", "naive") or not c:
+            check = "-" if name != "naive" else "(reference)"
+        elif c["status"] != "ok":
+            check = f"WRONG {c['ndiff']}"
+        elif c["ndiff"] == 0:
+            check = "= naive"
+        else:
+            check = f"~ naive ({c['maxdiff']:.0e})"
+        print(LC2_HEAD.format(np_, name, ms(r["best"]), ms(r["median"]), exposed, hidden,
+                              lc2_calls_text(got.calls.get(name, {})), check), flush=True)
+    for c in got.checks:
+        if c["status"] != "ok":
+            print(f"  ERROR: np {np_}: {c['what']} fails: {c['ndiff']} weight values differ "
+                  f"(over all ranks), max |difference| {c['maxdiff']:.3g}: {c['detail']}",
+                  flush=True)
+
+
+def main_lc2(args):
+    tree = ("lc2_dp" if args.student else
+            os.path.normpath(os.path.join(args.tree or "solutions", "lc2_dp")))
+    nps = [args.np] if args.np else [1, 2, 4]
+    rounds = args.rounds or 11
+    warmup = args.warmup if args.warmup >= 0 else 2
+    variants = [v for v in args.variants.split(",") if v] or list(LC2_DEFAULT_VARIANTS)
+    unknown = [v for v in variants if v not in LC2_VARIANTS]
+    if unknown or min(nps) < 1 or args.rows < 1 or args.steps < 1 or rounds < 1:
+        print(f"bench: need np, --rows, --steps, --rounds >= 1 and variants of "
+              f"{', '.join(LC2_VARIANTS)}" + (f" (not {', '.join(unknown)})" if unknown else ""),
+              file=sys.stderr)
+        return 2
+    trace_np = args.trace_np if args.trace_np is not None else (args.np or 2)
+
+    binary = os.path.join("build", "bench", tree, "bench")
+    build = subprocess.run(["make", "-s", "--no-print-directory", binary])
+    if build.returncode != 0:
+        print(f"bench: building {binary} failed", file=sys.stderr)
+        return 1
+
+    flavor_version = launch.mpi_flavor()[1]
+    ncores = cores()
+    load0 = os.getloadavg()[0]
+    started = time.monotonic()
+    print(f"# make bench LC=2{f' NP={args.np}' if args.np else ''}"
+          f"{' SOL=0' if args.student else ''}: data-parallel step time of {tree}/ "
+          f"with {flavor_version}")
+    over = (" (more ranks than cores: oversubscribed, a waiting rank yields its core)"
+            if max(nps) > ncores else "")
+    print(f"# np {', '.join(map(str, nps))} on {ncores} core{'s' if ncores != 1 else ''}{over}; "
+          f"load average {load0:.1f} at the start")
+    if load0 > ncores - 0.5:
+        print(f"# the machine is busy (load {load0:.1f} on {ncores} cores): other jobs add time "
+              f"to some rounds; the best round is the steadier number")
+    for name, about in LC2_ABOUT:
+        if name in variants or (name == "*_ring" and any(v.endswith("_ring") for v in variants)):
+            print(f"#   {name:<16} {about}")
+    print(f"# time: ms per step, the slowest rank's average over {args.steps} steps; best and "
+          f"median of {rounds} rounds, the variants taking turns in every round")
+    print("# exposed = best step - best compute step: what communication adds to a step; hidden = "
+          "the part of naive's exposed time that a bucketed variant does not expose")
+
+    env = launch.mpi_env()
+    # Every element of a DDP sum is a float: no need for the grader's plain C kernels,
+    # and the timed launches are not traced (tracing has its own launch below).
+    if "OMPI_MCA_op" not in os.environ:
+        env.pop("OMPI_MCA_op", None)
+    env.pop("XT_TRACE", None)
+    common = [binary, "--dims", args.dims, "--rows", str(args.rows),
+              "--bucket_bytes", str(args.bucket_bytes)]
+    results, failures, skipped, first = [], [], [], True
+    for np_ in nps:
+        prog = common + ["--steps", str(args.steps), "--rounds", str(rounds),
+                         "--warmup", str(warmup), "--variants", ",".join(variants)]
+        cmd = launch.mpirun_command(np_, prog)
+        got = Lc2Launch()
+        t0 = time.monotonic()
+        res = launch.run(cmd, timeout=args.timeout, env=env, on_line=got.line)
+        seconds = time.monotonic() - t0
+        if got.skip or got.todo:
+            where = re.search(r"TODO (\S+:\d+)", got.todo[0]) if got.todo else None
+            msg = got.skip or (f"{tree}/ is not written yet (TODO at "
+                               f"{where.group(1) if where else '?'}): skipped")
+            print(f"# SKIPPED: {msg}")
+            skipped.append(msg)
+            break
+        if first and got.info:
+            first = False
+            info = got.info
+            print(f"# model {info.get('dims')}: {len(info.get('dims', '').split(',')) - 1} layers, "
+                  f"{int(info.get('nparams', 0)):,} parameters, "
+                  f"{int(info.get('grad_bytes', 0)) / 1e6:.1f} MB of gradients; "
+                  f"{info.get('rows')} rows per rank and step, MSE loss, SGD")
+            plan = ", ".join(f"{b['first']}..{b['last']} {b['bytes'] / (1 << 20):.1f}"
+                             for b in got.buckets)
+            print(f"# buckets of at least {human(args.bucket_bytes)}: {len(got.buckets)} "
+                  f"(MiB, filled in this order): {plan}")
+            alg = info.get("iallreduce_algorithm", "-")
+            if alg != "-":
+                print(f"# MPI_Iallreduce algorithm: {alg} (libnbc takes a binomial tree for every "
+                      f"in-place call; the _ring rows set its ring through MPI_T)")
+            print()
+            print(LC2_HEAD.format("np", "variant", "best", "median", "exposed", "hidden",
+                                  "MPI calls per step", "check"))
+            print(LC2_HEAD.format("", "", "(ms)", "(ms)", "(ms)", "", "", ""), flush=True)
+        derived = lc2_derive(got.rows, np_)
+        lc2_print_rows(np_, got, derived)
+        entry = {"np": np_, "seconds": round(seconds, 2), "info": got.info,
+                 "buckets": got.buckets, "rows": got.rows, "derived": derived,
+                 "calls": got.calls, "checks": got.checks}
+        wrong = [c for c in got.checks if c["status"] != "ok"]
+        if res.timed_out or res.returncode != 0 or wrong or not got.rows:
+            why = (f"stopped after {args.timeout:.0f} s" if res.timed_out else
+                   f"{len(wrong)} check(s) failed" if wrong else
+                   f"exit status {res.returncode}" if res.returncode else "no results")
+            print(f"# FAILED: np {np_}: {why}")
+            print(f"#   rerun: {launch.shell_line(cmd)}")
+            failures.append(f"np {np_}: {why}")
+            entry["failed"] = why
+        results.append(entry)
+
+    if results:
+        lc2_print_findings(results)
+
+    trace = None
+    if trace_np > 1 and results and not failures and not skipped:
+        trace = lc2_trace(args, common, trace_np, tree, env)
+        if trace and trace.get("failed"):
+            failures.append(trace["failed"])
+
+    total = time.monotonic() - started
+    os.makedirs(args.out, exist_ok=True)
+    tag = "_student" if args.student else ("_" + re.sub(r"\W+", "_", args.tree.strip("/"))
+                                           if args.tree else "")
+    stem = os.path.join(args.out, f"lc2_dp{tag}" + (f"_np{args.np}" if args.np else ""))
+    meta = {"nps": nps, "cores": ncores, "mpi": flavor_version, "tree": tree,
+            "dims": args.dims, "rows": args.rows, "bucket_bytes": args.bucket_bytes,
+            "steps": args.steps, "rounds": rounds, "warmup": warmup,
+            "load_average": [round(load0, 2), round(os.getloadavg()[0], 2)],
+            "seconds": round(total, 1), "runs": results, "trace": trace}
+    with open(stem + ".json", "w") as f:
+        json.dump(meta, f, indent=1)
+    print(f"# data: {stem}.json")
+    print(f"# bench time: {total:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")
+    for msg in skipped:
+        print(f"# skipped: {msg}")
+    if failures:
+        print(f"# FAILED: {'; '.join(failures)}")
+        return 1
+    return 0
+
+
+LC2_CHANGES = [
+    ("onebucket", "bucketed", "overlap: buckets from the hook, not one after backward"),
+    ("noprogress", "bucketed", "the MPI_Testall progress calls in the hook"),
+    ("bucketed", "bucketed_ring", "libnbc's ring instead of its binomial tree"),
+    ("onebucket_ring", "bucketed_ring", "overlap, both with the ring"),
+]
+
+
+def lc2_print_findings(results):
+    """What each change to the bucketed step saves, per np: the differences the table is about."""
+    rows = []
+    for slow, fast, what in LC2_CHANGES:
+        cells = []
+        for e in results:
+            r = e["rows"]
+            if slow in r and fast in r:
+                gain = {st: (r[slow][st] - r[fast][st]) * 1e3 for st in ("best", "median")}
+                cells.append(f"{gain['best']:+.1f} ({gain['median']:+.1f})")
+            else:
+                cells.append("-")
+        if any(c != "-" for c in cells):
+            rows.append((what, cells))
+    if not rows:
+        return
+    print()
+    print("# what each change saves per step, ms: best rounds (medians); negative: it costs")
+    print(f"# {'':<56}" + "".join(f"{'np ' + str(e['np']):>15}" for e in results))
+    for what, cells in rows:
+        print(f"# {what:<56}" + "".join(f"{c:>15}" for c in cells))
+
+
+# --------------------------------------------------------------- LC=2 trace
+
+def lc2_trace(args, common, np_, tree, base_env):
+    """One traced launch (naive, bucketed and noprogress steps) and a summary of it."""
+    tag = "_student" if args.student else ("_" + re.sub(r"\W+", "_", args.tree.strip("/"))
+                                           if args.tree else "")
+    os.makedirs(os.path.join("build", "trace"), exist_ok=True)
+    path = os.path.join("build", "trace", f"lc2_dp{tag}_np{np_}.trace.json")
+    prog = common + ["--steps", "3", "--variants", "naive,bucketed,noprogress",
+                     "--trace", path]
+    cmd = launch.mpirun_command(np_, prog)
+    got = Lc2Launch()
+    res = launch.run(cmd, timeout=args.timeout, env=base_env, on_line=got.line)
+    print()
+    if res.timed_out or res.returncode != 0 or not os.path.exists(path):
+        print(f"# FAILED: the traced launch (np {np_}): "
+              f"{'timed out' if res.timed_out else f'exit status {res.returncode}'}")
+        print(f"#   rerun: {launch.shell_line(cmd)}")
+        return {"path": path, "failed": f"trace np {np_}"}
+    try:
+        with open(path) as f:
+            events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"# FAILED: cannot read the trace {path}: {e}")
+        return {"path": path, "failed": f"trace np {np_} unreadable"}
+    out = {"path": path, "np": np_, "ranks": {}}
+    print(f"# trace of np {np_}: {path} (XT_TRACE=1 timeline; open it in https://ui.perfetto.dev)")
+    print("#   the last traced step of each kind; times in ms from the step's start. A bucket is "
+          "'in flight' from its MPI_Iallreduce until it is known complete; it moves only inside "
+          "MPI calls (MPI_Iallreduce, MPI_Testall, MPI_Wait)")
+    for rank in range(np_):
+        mine = [e for e in events if e["pid"] == rank]
+        s = lc2_trace_rank(mine)
+        if s is None:
+            print(f"#   rank {rank}: no complete bucketed step in the trace")
+            continue
+        out["ranks"][rank] = s
+        if rank < 2:
+            lc2_print_trace_rank(rank, s)
+    return out
+
+
+def last_step(events, kind):
+    steps = [e for e in events if e["name"].startswith(kind + " step ")]
+    if not steps:
+        return None, []
+    s = max(steps, key=lambda e: e["ts"])
+    t0, t1 = s["ts"], s["ts"] + s["dur"]
+    inside = sorted((e for e in events if e is not s and t0 <= e["ts"] <= t1),
+                    key=lambda e: (e["ts"], -e["dur"]))
+    return s, inside
+
+
+def lc2_trace_rank(events):
+    """Per bucket of the last bucketed step: started, finished, in flight beside compute."""
+    step, inside = last_step(events, "bucketed")
+    if step is None:
+        return None
+    t0 = step["ts"]
+
+    def rel(t):
+        return (t - t0) / 1e3
+
+    layers = [(int(e["name"].rsplit(" ", 1)[1]), e["ts"], e["ts"] + e["dur"])
+              for e in inside if e["name"].startswith("backward layer ")]
+    fwd = [e for e in inside if e["name"] == "forward"]
+    starts = [e for e in inside if e["name"] == "MPI_Iallreduce"]
+    if not layers or not starts:
+        return None
+    b0, b1 = min(l[1] for l in layers), max(l[2] for l in layers)
+    waits = {int(e["name"].rsplit(" ", 1)[1]): e for e in inside
+             if e["name"].startswith("wait bucket ")}
+    marks = [(int(e["name"].split()[1]), e["ts"]) for e in inside if e["name"].startswith("done ")]
+    tests = [e for e in inside if e["name"] == "MPI_Testall"]
+    wait_from = min((w["ts"] for w in waits.values()), default=b1)
+    wait_to = max((w["ts"] + w["dur"] for w in waits.values()), default=b1)
+    buckets = []
+    for i, st in enumerate(starts):
+        after = [l for l in layers if l[2] <= st["ts"]]
+        layer = min(after, key=lambda l: l[0])[0] if after else None
+        known = [t for n, t in marks if n > i]
+        w = waits.get(i)
+        if known:
+            done, how = min(known), "Testall"
+        elif w and w["dur"] > 20:  # over 20 us in its MPI_Wait: it finished there
+            done, how = w["ts"] + w["dur"], "Wait"
+        elif w and w["ts"] - wait_from > 20:  # done when its wait began, after others' waits
+            done, how = w["ts"], "by"
+        else:  # complete before the waits began: sometime during backward's MPI calls
+            done, how = wait_from, "before"
+        beside = sum(max(0, min(done, l[2]) - max(st["ts"], l[1])) for l in layers)
+        buckets.append({"index": i, "bytes": st.get("args", {}).get("bytes", 0),
+                        "start": rel(st["ts"]), "start_ms_in_call": st["dur"] / 1e3,
+                        "after_layer": layer, "done": rel(done), "done_how": how,
+                        "in_flight_beside_compute": beside / 1e3})
+    s = {"step": step["dur"] / 1e3, "step_name": step["name"],
+         "forward": [rel(fwd[0]["ts"]), rel(fwd[0]["ts"] + fwd[0]["dur"])] if fwd else None,
+         "backward": [rel(b0), rel(b1)], "layers": len(layers),
+         "testall_in_backward": [len(tests), sum(e["dur"] for e in tests) / 1e3],
+         "iallreduce_calls": [len(starts), sum(e["dur"] for e in starts) / 1e3],
+         "waits": [rel(wait_from), rel(wait_to)], "buckets": buckets}
+    # naive: what follows its backward; noprogress: how long its waits take.
+    nstep, ninside = last_step(events, "naive")
+    if nstep is not None:
+        nl = [e for e in ninside if e["name"].startswith("backward layer ")]
+        ar = [e for e in ninside if e["name"] == "MPI_Allreduce"]
+        if nl and ar:
+            nb1 = max(e["ts"] + e["dur"] for e in nl)
+            s["naive"] = {"step": nstep["dur"] / 1e3, "backward_end": (nb1 - nstep["ts"]) / 1e3,
+                          "allreduce_calls": len(ar),
+                          "allreduce_ms": sum(e["dur"] for e in ar) / 1e3}
+    pstep, pinside = last_step(events, "noprogress")
+    if pstep is not None:
+        pl = [e for e in pinside if e["name"].startswith("backward layer ")]
+        pw = [e for e in pinside if e["name"].startswith("wait bucket ")]
+        if pl and pw:
+            s["noprogress"] = {
+                "step": pstep["dur"] / 1e3,
+                "backward_end": (max(e["ts"] + e["dur"] for e in pl) - pstep["ts"]) / 1e3,
+                "wait_ms": sum(e["dur"] for e in pw) / 1e3,
+                "buckets_finished_in_wait": sum(1 for e in pw if e["dur"] > 20)}
+    return s
+
+
+def lc2_print_trace_rank(rank, s):
+    b0, b1 = s["backward"]
+    fwd = f"forward {s['forward'][0]:.1f}-{s['forward'][1]:.1f}, " if s["forward"] else ""
+    nt, tt = s["testall_in_backward"]
+    ni, ti = s["iallreduce_calls"]
+    print(f"#   rank {rank}, {s['step_name']} ({s['step']:.1f} ms): {fwd}backward "
+          f"{b0:.1f}-{b1:.1f} ({s['layers']} layers); inside backward's hooks {ni} "
+          f"MPI_Iallreduce {ti:.1f} ms and {nt} MPI_Testall {tt:.1f} ms; waits for the buckets "
+          f"{s['waits'][0]:.1f}-{s['waits'][1]:.1f}")
+    print(f"#     {'bucket':>6} {'MiB':>5} {'started':>8}  {'after':<8}  {'known complete':<38}"
+          f"  in flight beside backward compute")
+    for b in s["buckets"]:
+        layer = f"layer {b['after_layer']}" if b["after_layer"] is not None else "-"
+        if b["done_how"] in ("before", "by"):
+            done = (f"by {b['done']:.1f}, before the waits" if b["done_how"] == "before" else
+                    f"by {b['done']:.1f}, when its wait began")
+            beside = f"at most {b['in_flight_beside_compute']:.1f} ms"
+        else:
+            how = "in its MPI_Wait" if b["done_how"] == "Wait" else "in an MPI_Testall"
+            after = b["done"] - b1
+            done = f"{b['done']:.1f} {how}" + (f", {after:.1f} after bwd" if after > 0 else "")
+            beside = f"{b['in_flight_beside_compute']:.1f} ms"
+        print(f"#     {b['index']:>6} {b['bytes'] / (1 << 20):>5.1f} {b['start']:>8.1f}  "
+              f"{layer:<8}  {done:<38}  {beside}")
+    if "naive" in s:
+        n = s["naive"]
+        waited = s["waits"][1] - s["waits"][0]
+        print(f"#     time in MPI per step: bucketed {ti + tt:.1f} ms inside backward's hooks + "
+              f"{waited:.1f} ms waiting after it = {ti + tt + waited:.1f} ms; naive ("
+              f"{n['step']:.1f} ms step) {n['allreduce_ms']:.1f} ms in {n['allreduce_calls']} "
+              f"MPI_Allreduce calls after its backward")
+    if "noprogress" in s:
+        p = s["noprogress"]
+        print(f"#     noprogress ({p['step']:.1f} ms): {p['buckets_finished_in_wait']} of "
+              f"{len(s['buckets'])} buckets finish only in the waits after backward, "
+              f"{p['wait_ms']:.1f} ms")
 
 
 if __name__ == "__main__":
