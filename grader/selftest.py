@@ -512,6 +512,58 @@ def test_bench(s):
              "fails the run", res.returncode == 1 and "WRONG" in out and
              re.search(r"ERROR: ring_allreduce at \d+ B differs .* rank \d+ \[\d+\]", out),
              tail(out))
+    test_bench_lc2(s)
+
+
+def bench_lc2(out, tree=None):
+    """make bench LC=2 on a small model at np=2: one launch, about a second."""
+    cmd = [sys.executable, os.path.join("grader", "bench.py"), "--lc", "2", "--np", "2",
+           "--rounds", "2", "--steps", "1", "--warmup", "0", "--dims", "64,64,64,8",
+           "--bucket_bytes", "1K", "--out", out] + (["--tree", tree] if tree else [])
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_bench_lc2(s):
+    s.section("bench (make bench LC=2, a small model)")
+    out = fresh("bench2")
+    start = time.monotonic()
+    res = bench_lc2(out)
+    took = time.monotonic() - start
+    problems = [] if res.returncode == 0 else tail(res.stdout + res.stderr)
+    try:
+        with open(os.path.join(out, "lc2_dp_np2.json")) as f:
+            run = json.load(f)["runs"][0]
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        run = {"rows": {}, "checks": [], "calls": {}}
+        problems.append(f"no results: {e}")
+    for v in ("compute", "naive", "bucketed", "noprogress"):
+        if not run["rows"].get(v, {}).get("best", 0) > 0:
+            problems.append(f"no time for {v}")
+    problems += [f"check {c['what']}: {c['status']}" for c in run["checks"] if c["status"] != "ok"]
+    if run.get("calls", {}).get("bucketed", {}).get("MPI_Iallreduce") != 3.0:
+        problems.append(f"bucketed calls per step: {run.get('calls', {}).get('bucketed')}")
+    if "bucket   MiB  started" not in res.stdout:
+        problems.append("no per-bucket trace summary")
+    s.record("bench LC=2: naive, bucketed and their variants timed at np=2, every variant's "
+             "weights equal to naive's, 3 Iallreduce per step, the trace summarised",
+             not problems, problems, f"({took:.1f} s)")
+
+    # A bucketed step that updates before its buckets are all-reduced must fail the check.
+    tree = fresh("bench2_mutant")
+    os.makedirs(os.path.join(tree, "lc2_dp"))
+    for src in glob.glob(os.path.join("solutions", "lc2_dp", "*.c")):
+        shutil.copy(src, os.path.join(tree, "lc2_dp"))
+    m = mutants.parse(os.path.join(HERE, "mutants", "lc2_dp", "bucketed_wait_after_update.patch"))
+    with open(m.target) as f:
+        text = mutants.apply(f.read(), m.hunks)
+    with open(os.path.join(tree, "lc2_dp", "ddp_bucketed.c"), "w") as f:
+        f.write(text)
+    res = bench_lc2(os.path.join(tree, "out"), tree)
+    out = res.stdout + res.stderr
+    s.record("bench LC=2: a bucketed step that updates before waiting is reported and fails "
+             "the run", res.returncode == 1 and
+             re.search(r"ERROR: np 2: naive=bucketed fails: \d+ weight values differ", out),
+             tail(out))
 
 
 def test_grades(s):
