@@ -480,6 +480,19 @@ int xt_main(int argc, char **argv, void (*run_case)(xt_case *c), void (*demo)(MP
 
 /* ---------------------------------------------------------------- printing */
 
+void xt_printf_root(MPI_Comm comm, const char *fmt, ...)
+{
+    int rank;
+    PMPI_Comm_rank(comm, &rank);
+    if (rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
 void xt_printf_ordered(MPI_Comm comm, const char *fmt, ...)
 {
     va_list ap;

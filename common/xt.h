@@ -75,6 +75,9 @@ int xt_arg_flag(const char *name);
  */
 void xt_printf_ordered(MPI_Comm comm, const char *fmt, ...) XT_PRINTF(2, 3);
 
+/* Not collective: rank 0 of comm prints (and flushes); every other rank prints nothing. */
+void xt_printf_root(MPI_Comm comm, const char *fmt, ...) XT_PRINTF(2, 3);
+
 /* Collective: prints "label: [v0 v1 ...]" for every rank, in rank order. */
 void xt_print_buffer_ordered(MPI_Comm comm, const char *label, const void *buf, int count,
                              MPI_Datatype dt);

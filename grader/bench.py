@@ -84,6 +84,15 @@ def human(nbytes):
     return f"{nbytes} B"
 
 
+def build_bench(tree):
+    """make the bench of a tree (build/bench/<tree>/bench); None, with a message, on failure."""
+    binary = os.path.join("build", "bench", tree, "bench")
+    build = subprocess.run(["make", "-s", "--no-print-directory", binary])
+    if build.returncode != 0:
+        print(f"bench: building {binary} failed", file=sys.stderr)
+        return None
+    return binary
+
 def cores():
     try:
         return len(os.sched_getaffinity(0))
@@ -360,10 +369,8 @@ def main_lc1(args):
 
     tree = ("lc1_basic" if args.student else
             os.path.normpath(os.path.join(args.tree or "solutions", "lc1_basic")))
-    binary = os.path.join("build", "bench", tree, "bench")
-    build = subprocess.run(["make", "-s", "--no-print-directory", binary])
-    if build.returncode != 0:
-        print(f"bench: building {binary} failed", file=sys.stderr)
+    binary = build_bench(tree)
+    if binary is None:
         return 1
 
     flavor_version = launch.mpi_flavor()[1]
@@ -621,10 +628,8 @@ def main_lc2(args):
         return 2
     trace_np = args.trace_np if args.trace_np is not None else (args.np or 2)
 
-    binary = os.path.join("build", "bench", tree, "bench")
-    build = subprocess.run(["make", "-s", "--no-print-directory", binary])
-    if build.returncode != 0:
-        print(f"bench: building {binary} failed", file=sys.stderr)
+    binary = build_bench(tree)
+    if binary is None:
         return 1
 
     flavor_version = launch.mpi_flavor()[1]

@@ -41,7 +41,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -477,18 +476,6 @@ static void prepare(const collective *c, bench *b, void *buf, int for_check)
     }
 }
 
-static void root_print(const bench *b, const char *fmt, ...) XT_PRINTF(2, 3);
-static void root_print(const bench *b, const char *fmt, ...)
-{
-    if (b->rank != 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-}
-
 static xt_dtype parse_dtype(const char *name)
 {
     xt_dtype dt;
@@ -534,10 +521,11 @@ int main(int argc, char **argv)
         xt_finalize();
         return 2;
     }
-    root_print(&b, "INFO coll %s\nINFO library %s\nINFO np %d\nINFO dtype %s\n", c->name,
-               c->library, b.np, xt_dtype_name(b.xd));
+    xt_printf_root(MPI_COMM_WORLD, "INFO coll %s\nINFO library %s\nINFO np %d\nINFO dtype %s\n",
+                   c->name, c->library, b.np, xt_dtype_name(b.xd));
     if (!c->present) {
-        root_print(&b, "SKIP %s is not in this build (%s missing)\n", c->name, c->source);
+        xt_printf_root(MPI_COMM_WORLD, "SKIP %s is not in this build (%s missing)\n", c->name,
+                       c->source);
         xt_finalize();
         return 0;
     }
@@ -592,10 +580,10 @@ int main(int argc, char **argv)
         side sides[2] = {{c->hand, 0, out_hand}, {c->lib, 0, out_lib}};
         timing t = time_pair(&b, sides, warmup, iters, rounds, fixed_iters > 0 ? 0.0 : cap);
         /* count: the count argument of the call, one block for the split collectives. */
-        root_print(&b, "ROW %ld %ld %d %d %d %.9e %.9e %.9e %.9e %s %ld %.3g %s\n", sbytes,
-                   c->split ? (long)b.block : b.count, t.iters, warmup, t.rounds, t.median[0],
-                   t.median[1], t.mean[0], t.mean[1], v.nwrong ? "WRONG" : "ok", v.nwrong, v.maxerr,
-                   v.detail);
+        xt_printf_root(MPI_COMM_WORLD, "ROW %ld %ld %d %d %d %.9e %.9e %.9e %.9e %s %ld %.3g %s\n",
+                       sbytes, c->split ? (long)b.block : b.count, t.iters, warmup, t.rounds,
+                       t.median[0], t.median[1], t.mean[0], t.mean[1], v.nwrong ? "WRONG" : "ok",
+                       v.nwrong, v.maxerr, v.detail);
     }
 
     /*
@@ -614,8 +602,9 @@ int main(int argc, char **argv)
         int warmup = default_warmup(wrap_iters);
         timing th = time_pair(&b, hand, warmup, wrap_iters, 2 * rounds, 0.0);
         timing tl = time_pair(&b, lib, warmup, wrap_iters, 2 * rounds, 0.0);
-        root_print(&b, "WRAP %ld %ld %d %.9e %.9e %.9e %.9e\n", b.count * (long)b.esize, b.count,
-                   wrap_iters, th.median[0], th.median[1], tl.median[0], tl.median[1]);
+        xt_printf_root(MPI_COMM_WORLD, "WRAP %ld %ld %d %.9e %.9e %.9e %.9e\n",
+                       b.count * (long)b.esize, b.count, wrap_iters, th.median[0], th.median[1],
+                       tl.median[0], tl.median[1]);
     }
     xt_watchdog_arm(0);
 

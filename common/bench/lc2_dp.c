@@ -224,18 +224,6 @@ typedef struct {
     long steps_done[NVARIANTS];
 } bench;
 
-static void root_print(const bench *b, const char *fmt, ...) XT_PRINTF(2, 3);
-static void root_print(const bench *b, const char *fmt, ...)
-{
-    if (b->rank != 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    fflush(stdout);
-}
-
 /*
  * The same forward, backward and update as a DDP step, with no MPI: the
  * gradients are divided by np as the DDP steps divide them, so that the
@@ -341,8 +329,8 @@ static int check_models(bench *b, const char *what, const xt_mlp *a, const xt_ml
     }
     if (counts[1])
         snprintf(detail, sizeof detail, "%ld rank(s) hold other weights than rank 0", counts[1]);
-    root_print(b, "CHECK %s %s %ld %.3g %s\n", what, counts[2] ? "WRONG" : "ok", counts[0], maxdiff,
-               detail);
+    xt_printf_root(b->comm, "CHECK %s %s %ld %.3g %s\n", what, counts[2] ? "WRONG" : "ok",
+                   counts[0], maxdiff, detail);
     return counts[2] != 0;
 }
 
@@ -355,8 +343,8 @@ static void print_calls(bench *b, int v, int steps)
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         xt_mpi_stats s = xt_mpi_stats_get(fns[i]);
         if (s.calls > 0)
-            root_print(b, "CALLS %s %s %.2f %ld\n", variants[v].name, fns[i],
-                       (double)s.calls / steps, s.bytes_sent / steps);
+            xt_printf_root(b->comm, "CALLS %s %s %.2f %ld\n", variants[v].name, fns[i],
+                           (double)s.calls / steps, s.bytes_sent / steps);
     }
 }
 
@@ -390,8 +378,8 @@ static int run_timing(bench *b, int warmup, int steps, int rounds)
         double *t = per_round + (size_t)v * rounds;
         qsort(t, (size_t)rounds, sizeof *t, by_value);
         double median = rounds % 2 ? t[rounds / 2] : 0.5 * (t[rounds / 2 - 1] + t[rounds / 2]);
-        root_print(b, "ROW %s %.9e %.9e %.9e %d %d\n", variants[v].name, median, t[0],
-                   t[rounds - 1], rounds, steps);
+        xt_printf_root(b->comm, "ROW %s %.9e %.9e %.9e %d %d\n", variants[v].name, median, t[0],
+                       t[rounds - 1], rounds, steps);
     }
     free(per_round);
     if (!b->run[NAIVE])
@@ -417,7 +405,8 @@ static int run_timing(bench *b, int warmup, int steps, int rounds)
             snprintf(what, sizeof what, "naive=%s", variants[v].name);
             failed |= check_models(b, what, &b->model[NAIVE], &b->model[v], tol);
         }
-    root_print(b, "INFO steps_checked %ld\nINFO check_tolerance %.3g\n", b->steps_done[NAIVE], tol);
+    xt_printf_root(b->comm, "INFO steps_checked %ld\nINFO check_tolerance %.3g\n",
+                   b->steps_done[NAIVE], tol);
     return failed;
 }
 
@@ -475,17 +464,17 @@ int main(int argc, char **argv)
     if (b.rows < 1 || steps < 1 || rounds < 1 || warmup < 0 || b.cap < 1)
         xt_die("need --rows, --steps, --rounds, --bucket_bytes >= 1 and --warmup >= 0");
 
-    root_print(&b, "INFO np %d\nINFO dims %s\nINFO rows %d\nINFO bucket_bytes %zu\n", b.np, dims,
-               b.rows, b.cap);
+    xt_printf_root(b.comm, "INFO np %d\nINFO dims %s\nINFO rows %d\nINFO bucket_bytes %zu\n", b.np,
+                   dims, b.rows, b.cap);
     if (!ddp_naive_step || !ddp_bucketed_step || !plan_buckets) {
-        root_print(&b, "SKIP ddp_naive.c or ddp_bucketed.c is not in this build\n");
+        xt_printf_root(b.comm, "SKIP ddp_naive.c or ddp_bucketed.c is not in this build\n");
         xt_finalize();
         return 0;
     }
     xt_watchdog_arm(limit);
     find_nbc_alg();
-    root_print(&b, "INFO iallreduce_algorithm %s\n",
-               have_nbc_alg ? (nbc_alg_start == 0 ? "libnbc-default" : "forced") : "-");
+    xt_printf_root(b.comm, "INFO iallreduce_algorithm %s\n",
+                   have_nbc_alg ? (nbc_alg_start == 0 ? "libnbc-default" : "forced") : "-");
     for (int v = 0; v < NVARIANTS; v++) {
         size_t len = strlen(variants[v].name);
         const char *p = chosen;
@@ -512,8 +501,8 @@ int main(int argc, char **argv)
         xt_die("--variants %s: none of them can run here", chosen);
     const xt_mlp *m = &b.model[first];
     int din = m->dims[0], dout = m->dims[m->nlayers];
-    root_print(&b, "INFO nparams %ld\nINFO grad_bytes %ld\n", m->nparams,
-               (long)sizeof(float) * m->nparams);
+    xt_printf_root(b.comm, "INFO nparams %ld\nINFO grad_bytes %ld\n", m->nparams,
+                   (long)sizeof(float) * m->nparams);
     bucket *plan = xt_malloc(sizeof(bucket) * (size_t)m->ntensors);
     int nb = plan_buckets(m, b.cap, plan);
     for (int i = 0; i < nb; i++) {
@@ -524,8 +513,9 @@ int main(int argc, char **argv)
             if (m->tensor[t].offset + m->tensor[t].count == plan[i].hi)
                 hi = t;
         }
-        root_print(&b, "BUCKET %d %s %s %ld %d\n", i, m->tensor[lo].name, m->tensor[hi].name,
-                   (long)sizeof(float) * (plan[i].hi - plan[i].lo), plan[i].first_layer);
+        xt_printf_root(b.comm, "BUCKET %d %s %s %ld %d\n", i, m->tensor[lo].name,
+                       m->tensor[hi].name, (long)sizeof(float) * (plan[i].hi - plan[i].lo),
+                       plan[i].first_layer);
     }
     free(plan);
 
