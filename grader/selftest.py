@@ -409,7 +409,7 @@ def test_grader_units(s):
     msg3 = harness.compare("x", np.array([1.0, 2.0]), np.array([1.0, float("nan")]), 1e-9, 0)
     msg4 = harness.compare("x", np.array([1, 2]), np.array([1]), 0, 0)
     s.record("comparisons: first bad index, expected, got; NaN and lengths caught; "
-             "tolerance respected", ok and msg2 is None and msg3 and msg4 and "1 elements" in msg4,
+             "tolerance respected", ok and msg2 is None and msg3 and msg4 and "has 1 element, expected 2" in msg4,
              [msg, msg2, msg3, msg4])
     # The stub checker must fail when it should.
     sol = ("void f(int a, int *b)\n{\n    /*\n     * TODO: do it.\n     */\n"
