@@ -403,6 +403,13 @@ float xt_mlp_backward(xt_mlp *m, const void *target, float scale, xt_grad_hook h
     return loss;
 }
 
+const void *xt_mlp_target_at(const xt_mlp *m, const void *target, long row)
+{
+    if (m->loss == XT_MSE)
+        return (const float *)target + row * m->dims[m->nlayers];
+    return (const int32_t *)target + row;
+}
+
 float xt_mlp_loss(xt_mlp *m, const float *x, const void *target, int rows)
 {
     const float *y = xt_mlp_forward(m, x, rows);

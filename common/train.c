@@ -65,7 +65,7 @@ const float *xt_train_case_x(const xt_train_case *t, int step)
 
 const void *xt_train_case_target(const xt_train_case *t, int step)
 {
-    return (const char *)t->y.data + (size_t)step * (size_t)t->rows * target_bytes(&t->model);
+    return xt_mlp_target_at(&t->model, t->y.data, (long)step * t->rows);
 }
 
 void xt_train_case_output(xt_train_case *t, int step)
@@ -144,8 +144,7 @@ const float *xt_train_demo_x(const xt_train_demo *d, int step)
 
 const void *xt_train_demo_target(const xt_train_demo *d, int step)
 {
-    return (const char *)d->target +
-           (size_t)((long)step * d->np + d->rank) * (size_t)d->rows * target_bytes(&d->model);
+    return xt_mlp_target_at(&d->model, d->target, ((long)step * d->np + d->rank) * d->rows);
 }
 
 void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
@@ -171,9 +170,7 @@ void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
     int global_rows = d->np * d->rows;
     xt_mlp_zero_grad(s);
     xt_mlp_forward(s, d->x + (long)step * global_rows * s->dims[0], global_rows);
-    xt_mlp_backward(s,
-                    (const char *)d->target + (size_t)step * (size_t)global_rows * target_bytes(s),
-                    1.0f, NULL, NULL);
+    xt_mlp_backward(s, xt_mlp_target_at(s, d->target, (long)step * global_rows), 1.0f, NULL, NULL);
     xt_sgd(s->params, s->grads, s->nparams, d->lr);
     double gap = 0.0;
     for (long i = 0; i < n; i++)

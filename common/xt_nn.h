@@ -156,6 +156,9 @@ typedef void (*xt_grad_hook)(xt_mlp *m, int layer, void *ctx);
  */
 float xt_mlp_backward(xt_mlp *m, const void *target, float scale, xt_grad_hook hook, void *ctx);
 
+/* Row `row` of a target array as xt_mlp_backward takes it (floats for MSE, int32 labels for CE). */
+const void *xt_mlp_target_at(const xt_mlp *m, const void *target, long row);
+
 /* The loss of x against target, no gradients. */
 float xt_mlp_loss(xt_mlp *m, const float *x, const void *target, int rows);
 

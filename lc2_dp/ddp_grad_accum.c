@@ -35,8 +35,9 @@ float ddp_accum_step(xt_mlp *m, const float *x, const void *target, int rows, in
     /*
      * TODO: accumulate, then communicate once.
      *   Zero the gradients once; for each of the `micro` micro-batches
-     *   (rows / micro consecutive rows of x and target) run forward and
-     *   backward with scale 1/micro, accumulating into m->grads. Only after
+     *   (rows / micro consecutive rows: x + first * m->dims[0], and
+     *   xt_mlp_target_at(m, target, first)) run forward and backward with
+     *   scale 1/micro, accumulating into m->grads. Only after
      *   the last one, all-reduce all of m->grads in one MPI_Allreduce
      *   (SUM, in place), divide by the number of ranks, and take the SGD step.
      */

@@ -35,8 +35,9 @@ float ddp_accum_step(xt_mlp *m, const float *x, const void *target, int rows, in
     /*
      * TODO: accumulate, then communicate once.
      *   Zero the gradients once; for each of the `micro` micro-batches
-     *   (rows / micro consecutive rows of x and target) run forward and
-     *   backward with scale 1/micro, accumulating into m->grads. Only after
+     *   (rows / micro consecutive rows: x + first * m->dims[0], and
+     *   xt_mlp_target_at(m, target, first)) run forward and backward with
+     *   scale 1/micro, accumulating into m->grads. Only after
      *   the last one, all-reduce all of m->grads in one MPI_Allreduce
      *   (SUM, in place), divide by the number of ranks, and take the SGD step.
      */
@@ -44,14 +45,13 @@ float ddp_accum_step(xt_mlp *m, const float *x, const void *target, int rows, in
     int np;
     MPI_Comm_size(comm, &np);
     int per = rows / micro;
-    int din = m->dims[0], dout = m->dims[m->nlayers];
-    size_t target_row = m->loss == XT_MSE ? sizeof(float) * (size_t)dout : sizeof(int32_t);
     xt_mlp_zero_grad(m);
     float loss = 0.0f;
     for (int k = 0; k < micro; k++) {
-        xt_mlp_forward(m, x + (long)k * per * din, per);
-        loss += xt_mlp_backward(m, (const char *)target + (size_t)k * (size_t)per * target_row,
-                                1.0f / (float)micro, NULL, NULL);
+        long first = (long)k * per;
+        xt_mlp_forward(m, x + first * m->dims[0], per);
+        const void *t = xt_mlp_target_at(m, target, first);
+        loss += xt_mlp_backward(m, t, 1.0f / (float)micro, NULL, NULL);
     }
     MPI_Allreduce(MPI_IN_PLACE, m->grads, (int)m->nparams, MPI_FLOAT, MPI_SUM, comm);
     for (long i = 0; i < m->nparams; i++)
