@@ -674,7 +674,7 @@ def main_lc2(args):
         if got.skip or got.todo:
             where = re.search(r"TODO (\S+:\d+)", got.todo[0]) if got.todo else None
             msg = got.skip or (f"{tree}/ is not written yet (TODO at "
-                               f"{where.group(1) if where else '?'}): skipped")
+                               f"{where.group(1) if where else '?'})")
             print(f"# SKIPPED: {msg}")
             skipped.append(msg)
             break
