@@ -56,6 +56,9 @@ def mpi_env(extra=None):
         # (200 + 100 gives 255, not 44): use the plain C kernels, which wrap.
         "OMPI_MCA_op": "^avx",
     })
+    # Ranks share the cores: OpenBLAS need not start a thread per core in each
+    # (xt_gemm also runs it single-threaded).
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
     # Open MPI will not start, even on one machine, without an ssh or rsh
     # client to launch remote daemons with; a machine without one runs locally.
     if (shutil.which("ssh") is None and shutil.which("rsh") is None
