@@ -441,6 +441,8 @@ class Runner:
                     path = os.path.join(cdir, f"g{g}.r{r}.{name}.npy")
                     got = np.load(path) if os.path.exists(path) else None
                     tol = test.tolerance(case, inp, name, r) if test.tolerance else 0.0
+                    if isinstance(tol, spec.Relative):
+                        tol = tol.bound(exp)
                     msg = compare(name, exp, got, tol, r)
                     if msg:
                         lines = [f"{label}: {msg}"]

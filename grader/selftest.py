@@ -409,8 +409,14 @@ def test_grader_units(s):
     msg3 = harness.compare("x", np.array([1.0, 2.0]), np.array([1.0, float("nan")]), 1e-9, 0)
     msg4 = harness.compare("x", np.array([1, 2]), np.array([1]), 0, 0)
     s.record("comparisons: first bad index, expected, got; NaN and lengths caught; "
-             "tolerance respected", ok and msg2 is None and msg3 and msg4 and "has 1 element, expected 2" in msg4,
-             [msg, msg2, msg3, msg4])
+             "tolerance respected", ok and msg2 is None and msg3 and msg4 and
+             "has 1 element, expected 2" in msg4, [msg, msg2, msg3, msg4])
+    # A relative tolerance scales with each expected value, in both directions.
+    rel = spec.Relative(1e-6, 1e-3).bound(np.array([1.0, 1000.0]))
+    near = harness.compare("w", np.array([1.0, 1000.0]), np.array([1.0, 1000.9]), rel, 0)
+    far = harness.compare("w", np.array([1.0, 1000.0]), np.array([1.01, 1000.0]), rel, 0)
+    s.record("comparisons: spec.Relative(atol, rtol) allows rtol |expected| per element",
+             near is None and far and "'w'[0]" in far, [near, far])
     # The stub checker must fail when it should.
     sol = ("void f(int a, int *b)\n{\n    /*\n     * TODO: do it.\n     */\n"
            "    // BEGIN SOLUTION\n    *b = a + 12345678;\n    // END SOLUTION\n}\n")

@@ -7,7 +7,8 @@ per function a student writes. Each says:
   inputs(case, rng)       each rank's input arrays, fresh and rank-distinct
   reference(case, inp)    each rank's expected outputs, computed by NumPy from
                           the plain single-process definition
-  tolerance(case, inp, name, rank)   per-element absolute tolerance (0: exact)
+  tolerance(case, inp, name, rank)   per-element absolute tolerance (0: exact), or
+                          spec.Relative(atol, rtol), scaled by the expected value
   rules                   checks on how it was computed (the MPI counters)
   check(case, inp, outs)  optional: a property of the outputs that no single
                           expected array states (a barrier's timestamps, say);
@@ -184,6 +185,17 @@ def reduction_tolerance(stack, op):
 
 def exact(case, inputs, name, rank):
     return 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Relative:
+    """A tolerance that scales with the answer: |got - expected| <= atol + rtol |expected|.
+    A tolerance function may return one; the harness applies it to the expected array."""
+    atol: float
+    rtol: float
+
+    def bound(self, expected):
+        return self.atol + self.rtol * np.abs(np.asarray(expected, dtype=np.float64))
 
 
 # --------------------------------------------------------------------- rules

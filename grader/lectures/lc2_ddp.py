@@ -15,7 +15,7 @@ weights by 1e-3 or more.
 import numpy as np
 
 import nn
-from spec import amount, make_cases, Test
+from spec import amount, make_cases, Relative, Test
 
 STEPS = 3
 LR = "0.1"  # a decimal that the C side parses with atof: the same float everywhere
@@ -71,18 +71,7 @@ def ddp_reference(case, inputs):
 
 
 def ddp_tolerance(case, inputs, name, rank):
-    return 2e-5 * (1.0 + np.abs(ddp_reference_cached(case, inputs)[name]))
-
-
-_cache = {}
-
-
-def ddp_reference_cached(case, inputs):
-    key = (id(case), id(inputs))
-    if key not in _cache:
-        _cache.clear()
-        _cache[key] = ddp_reference(case, inputs)[0]
-    return _cache[key]
+    return Relative(2e-5, 2e-5)
 
 
 def identical_on_all_ranks(case, inputs, outs):
