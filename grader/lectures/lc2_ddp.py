@@ -148,76 +148,62 @@ def plan_buckets(m, cap):
     return buckets
 
 
-# --------------------------------------------------------------- ddp_naive.c
+# ------------------------------------------------------------------- tests
 
-def naive_cases(rng):
-    specs = []
-    for n in NPS_DDP:
-        for k in range(2):
-            dims, act, loss = MODELS[(n + k) % len(MODELS)]
-            specs.append({"np": n, "dims": dims, "act": act, "loss": loss,
-                          "steps": STEPS, "lr": LR, "rows": 1 + (n + 2 * k) % 3})
-    return make_cases(DDP_NAIVE, specs)
+def training_case(n, model, rows, **extra):
+    """One case: np, the model (dims, act, loss), rows per rank and step, and extra params."""
+    dims, act, loss = model
+    return {"np": n, "dims": dims, "act": act, "loss": loss, "steps": STEPS, "lr": LR,
+            "rows": rows, **extra}
 
 
-DDP_NAIVE = Test(
-    exercise="ddp_naive", name="ddp_naive_step", points=15,
-    cases=naive_cases, inputs=ddp_inputs, reference=ddp_reference, tolerance=ddp_tolerance,
-    label=ddp_label, check=identical_on_all_ranks, check_first=True,
-    rules=[allreduce_budget(lambda c: STEPS * len(model_of(c).tensors),
-                            "one all-reduce per parameter tensor per step")],
+def ddp_test(exercise, name, points, specs, rule, hint):
+    """A DDP test: shared inputs, reference, tolerance, labels and the identical-weights
+    check; specs() gives its cases, rule its all-reduce budget."""
+    test = Test(exercise=exercise, name=name, points=points,
+                cases=lambda rng: make_cases(test, specs()), inputs=ddp_inputs,
+                reference=ddp_reference, tolerance=ddp_tolerance, label=ddp_label,
+                check=identical_on_all_ranks, check_first=True, rules=[rule], hint=hint)
+    return test
+
+
+# ddp_naive.c: two models per world size.
+DDP_NAIVE = ddp_test(
+    "ddp_naive", "ddp_naive_step", 15,
+    lambda: [training_case(n, MODELS[(n + k) % len(MODELS)], 1 + (n + 2 * k) % 3)
+             for n in NPS_DDP for k in range(2)],
+    allreduce_budget(lambda c: STEPS * len(model_of(c).tensors),
+                     "one all-reduce per parameter tensor per step"),
     hint="each rank steps with the mean of all ranks' gradients: broadcast rank 0's weights "
          "once, then all-reduce every gradient tensor (MPI_SUM) and divide by the number of "
          "ranks",
 )
 
-# ------------------------------------------------------------ ddp_bucketed.c
-
-def bucketed_cases(rng):
-    specs = []
-    for n in NPS_DDP:
-        for k, cap in enumerate((0, 100, 1100, 1 << 20)):
-            dims, act, loss = MODELS[0] if k % 2 == 0 else MODELS[(n + k) % len(MODELS)]
-            specs.append({"np": n, "dims": dims, "act": act, "loss": loss,
-                          "steps": STEPS, "lr": LR, "rows": 1 + (n + k) % 3,
-                          "bucket_bytes": cap})
-    return make_cases(DDP_BUCKETED, specs)
-
-
-DDP_BUCKETED = Test(
-    exercise="ddp_bucketed", name="ddp_bucketed_step", points=20,
-    cases=bucketed_cases, inputs=ddp_inputs, reference=ddp_reference, tolerance=ddp_tolerance,
-    label=ddp_label, check=identical_on_all_ranks, check_first=True,
-    rules=[allreduce_budget(lambda c: STEPS * len(plan_buckets(model_of(c), c["bucket_bytes"])),
-                            "one MPI_Iallreduce per bucket per step, buckets filled from the "
-                            "last tensor backwards and closed once they hold >= cap bytes",
-                            blocking_why="a bucket is all-reduced with MPI_Iallreduce: a "
-                                         "blocking all-reduce stops backward until it is done, "
-                                         "so nothing overlaps")],
+# ddp_bucketed.c: caps of 0 (a bucket per tensor), 100 B, 1100 B and 1 MiB (one bucket).
+DDP_BUCKETED = ddp_test(
+    "ddp_bucketed", "ddp_bucketed_step", 20,
+    lambda: [training_case(n, MODELS[0] if k % 2 == 0 else MODELS[(n + k) % len(MODELS)],
+                           1 + (n + k) % 3, bucket_bytes=cap)
+             for n in NPS_DDP for k, cap in enumerate((0, 100, 1100, 1 << 20))],
+    allreduce_budget(lambda c: STEPS * len(plan_buckets(model_of(c), c["bucket_bytes"])),
+                     "one MPI_Iallreduce per bucket per step, buckets filled from the "
+                     "last tensor backwards and closed once they hold >= cap bytes",
+                     blocking_why="a bucket is all-reduced with MPI_Iallreduce: a blocking "
+                                  "all-reduce stops backward until it is done, so nothing "
+                                  "overlaps"),
     hint="a bucket is tensors from the last backwards until >= cap bytes, started with "
          "MPI_Iallreduce once backward has filled it, and waited for before the update",
 )
 
-# ---------------------------------------------------------- ddp_grad_accum.c
-
-def accum_cases(rng):
-    specs = []
-    for n in NPS_DDP:
-        for k, micro in enumerate((1, 2, 3)):
-            dims, act, loss = MODELS[(n + k) % len(MODELS)]
-            specs.append({"np": n, "dims": dims, "act": act, "loss": loss,
-                          "steps": STEPS, "lr": LR, "rows": micro * (1 + (n + k) % 2),
-                          "micro": micro})
-    return make_cases(DDP_ACCUM, specs)
-
-
-DDP_ACCUM = Test(
-    exercise="ddp_grad_accum", name="ddp_accum_step", points=15,
-    cases=accum_cases, inputs=ddp_inputs, reference=ddp_reference, tolerance=ddp_tolerance,
-    label=ddp_label, check=identical_on_all_ranks, check_first=True,
-    rules=[allreduce_budget(lambda c: STEPS,
-                            "one all-reduce of all gradients per optimizer step, after the "
-                            "last micro-batch, not one per micro-batch")],
+# ddp_grad_accum.c: 1, 2 and 3 micro-batches of 1 or 2 rows.
+DDP_ACCUM = ddp_test(
+    "ddp_grad_accum", "ddp_accum_step", 15,
+    lambda: [training_case(n, MODELS[(n + k) % len(MODELS)], micro * (1 + (n + k) % 2),
+                           micro=micro)
+             for n in NPS_DDP for k, micro in enumerate((1, 2, 3))],
+    allreduce_budget(lambda c: STEPS,
+                     "one all-reduce of all gradients per optimizer step, after the last "
+                     "micro-batch, not one per micro-batch"),
     hint="accumulate micro-batch gradients scaled by 1/micro, then all-reduce once per step",
 )
 
