@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -479,6 +480,19 @@ int xt_main(int argc, char **argv, void (*run_case)(xt_case *c), void (*demo)(MP
 }
 
 /* ---------------------------------------------------------------- printing */
+
+int xt_ranks_differing(MPI_Comm comm, const void *buf, size_t bytes)
+{
+    XT_CHECK(bytes <= INT_MAX, "xt_ranks_differing: %zu bytes is more than one message holds",
+             bytes);
+    unsigned char *theirs = xt_malloc(bytes + 1);
+    memcpy(theirs, buf, bytes);
+    PMPI_Bcast(theirs, (int)bytes, MPI_BYTE, 0, comm);
+    int differs = memcmp(theirs, buf, bytes) != 0, ndiffer = 0;
+    free(theirs);
+    PMPI_Allreduce(&differs, &ndiffer, 1, MPI_INT, MPI_SUM, comm);
+    return ndiffer;
+}
 
 void xt_printf_root(MPI_Comm comm, const char *fmt, ...)
 {

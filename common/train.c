@@ -154,12 +154,7 @@ void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
 
     /* Which ranks disagree with rank 0, bit for bit. */
     long n = d->model.nparams;
-    float *theirs = xt_malloc(sizeof(float) * (size_t)n);
-    memcpy(theirs, d->model.params, sizeof(float) * (size_t)n);
-    PMPI_Bcast(theirs, (int)n, MPI_FLOAT, 0, d->comm);
-    int differs = memcmp(theirs, d->model.params, sizeof(float) * (size_t)n) != 0, ndiffer = 0;
-    free(theirs);
-    PMPI_Reduce(&differs, &ndiffer, 1, MPI_INT, MPI_SUM, 0, d->comm);
+    int ndiffer = xt_ranks_differing(d->comm, d->model.params, sizeof(float) * (size_t)n);
 
     if (d->rank != 0)
         return;

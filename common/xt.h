@@ -75,6 +75,13 @@ int xt_arg_flag(const char *name);
  */
 void xt_printf_ordered(MPI_Comm comm, const char *fmt, ...) XT_PRINTF(2, 3);
 
+/*
+ * Collective over comm: how many ranks hold, in the `bytes` bytes at buf,
+ * something other than rank 0's, bit for bit (the same answer on every
+ * rank). Data-parallel replicas must all answer 0.
+ */
+int xt_ranks_differing(MPI_Comm comm, const void *buf, size_t bytes);
+
 /* Not collective: rank 0 of comm prints (and flushes); every other rank prints nothing. */
 void xt_printf_root(MPI_Comm comm, const char *fmt, ...) XT_PRINTF(2, 3);
 

@@ -303,19 +303,15 @@ static int check_models(bench *b, const char *what, const xt_mlp *a, const xt_ml
         }
     }
     /* Data parallelism keeps every rank's weights equal: bit for bit, they all apply one update. */
-    float *ref = xt_malloc(sizeof(float) * (size_t)n);
-    if (b->rank == 0)
-        memcpy(ref, a->params, sizeof(float) * (size_t)n);
-    PMPI_Bcast(ref, (int)n, MPI_FLOAT, 0, b->comm);
-    long nrank_diff = memcmp(ref, a->params, sizeof(float) * (size_t)n) != 0;
-    free(ref);
+    long nrank_diff = xt_ranks_differing(b->comm, a->params, sizeof(float) * (size_t)n);
 
     char detail[256] = "-";
     if (first >= 0)
         snprintf(detail, sizeof detail, "rank %d param[%ld] %.9g vs %.9g", b->rank, first,
                  (double)a->params[first], (double)c->params[first]);
     int bad = maxdiff > tol || nrank_diff;
-    long counts[3] = {ndiff, nrank_diff, bad};
+    /* Summed over ranks below; nrank_diff is already the same total on every rank. */
+    long counts[3] = {ndiff, b->rank == 0 ? nrank_diff : 0, bad};
     PMPI_Allreduce(MPI_IN_PLACE, counts, 3, MPI_LONG, MPI_SUM, b->comm);
     PMPI_Allreduce(MPI_IN_PLACE, &maxdiff, 1, MPI_DOUBLE, MPI_MAX, b->comm);
     /* The lowest rank with a difference tells which. */
