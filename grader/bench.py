@@ -93,6 +93,26 @@ def build_bench(tree):
         return None
     return binary
 
+def output_tag(args):
+    """What tells this run's files apart: '', '_student' or the --tree path."""
+    if args.student:
+        return "_student"
+    return "_" + re.sub(r"\W+", "_", args.tree.strip("/")) if args.tree else ""
+
+
+def finish(stem, meta, timing, skipped, failures):
+    """Writes <stem>.json, prints the closing lines; the exit status."""
+    with open(stem + ".json", "w") as f:
+        json.dump(meta, f, indent=1)
+    print(f"# data: {stem}.json")
+    print(timing)
+    for msg in skipped:
+        print(f"# skipped: {msg}")
+    if failures:
+        print(f"# FAILED: {'; '.join(failures)}")
+        return 1
+    return 0
+
 def cores():
     try:
         return len(os.sched_getaffinity(0))
@@ -451,24 +471,15 @@ def main_lc1(args):
     print_summary(results)
     total = time.monotonic() - started
     os.makedirs(args.out, exist_ok=True)
-    tag = "_student" if args.student else ("_" + re.sub(r"\W+", "_", args.tree.strip("/"))
-                                           if args.tree else "")
+    tag = output_tag(args)
     stem = os.path.join(args.out, f"lc1_basic{tag}_np{args.np}")
     meta = {"np": args.np, "cores": ncores, "mpi": flavor_version, "dtype": args.dtype,
             "tree": tree, "seconds": round(total, 1), "collectives": results}
-    with open(stem + ".json", "w") as f:
-        json.dump(meta, f, indent=1)
     panels = [(r["name"], r["library"], r["rows"]) for r in results]
     svg_plot(stem + ".svg", f"make bench LC=1 NP={args.np}: busbw against size "
              f"({flavor_version}, {args.dtype}, {ncores} cores)", panels, args.min, args.max)
-    print(f"# plot: {stem}.svg   data: {stem}.json")
-    print(f"# bench time: {total:.0f} s")
-    for msg in skipped:
-        print(f"# skipped: {msg}")
-    if failures:
-        print(f"# FAILED: {'; '.join(failures)}")
-        return 1
-    return 0
+    print(f"# plot: {stem}.svg")
+    return finish(stem, meta, f"# bench time: {total:.0f} s", skipped, failures)
 
 
 def print_summary(results):
@@ -724,24 +735,15 @@ def main_lc2(args):
 
     total = time.monotonic() - started
     os.makedirs(args.out, exist_ok=True)
-    tag = "_student" if args.student else ("_" + re.sub(r"\W+", "_", args.tree.strip("/"))
-                                           if args.tree else "")
+    tag = output_tag(args)
     stem = os.path.join(args.out, f"lc2_dp{tag}" + (f"_np{args.np}" if args.np else ""))
     meta = {"nps": nps, "cores": ncores, "mpi": flavor_version, "tree": tree,
             "dims": args.dims, "rows": args.rows, "bucket_bytes": args.bucket_bytes,
             "steps": args.steps, "rounds": rounds, "warmup": warmup,
             "load_average": [round(load0, 2), round(os.getloadavg()[0], 2)],
             "seconds": round(total, 1), "runs": results, "trace": trace}
-    with open(stem + ".json", "w") as f:
-        json.dump(meta, f, indent=1)
-    print(f"# data: {stem}.json")
-    print(f"# bench time: {total:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")
-    for msg in skipped:
-        print(f"# skipped: {msg}")
-    if failures:
-        print(f"# FAILED: {'; '.join(failures)}")
-        return 1
-    return 0
+    return finish(stem, meta, f"# bench time: {total:.0f} s; load average "
+                  f"{os.getloadavg()[0]:.1f} at the end", skipped, failures)
 
 
 LC2_CHANGES = [
@@ -779,8 +781,7 @@ def lc2_print_findings(results):
 
 def lc2_trace(args, common, np_, tree, base_env):
     """One traced launch (naive, bucketed and noprogress steps) and a summary of it."""
-    tag = "_student" if args.student else ("_" + re.sub(r"\W+", "_", args.tree.strip("/"))
-                                           if args.tree else "")
+    tag = output_tag(args)
     os.makedirs(os.path.join("build", "trace"), exist_ok=True)
     path = os.path.join("build", "trace", f"lc2_dp{tag}_np{np_}.trace.json")
     prog = common + ["--steps", "3", "--variants", "naive,bucketed,noprogress",
