@@ -98,6 +98,11 @@ const char *xt_case_str(const xt_case *c, const char *key)
     return v;
 }
 
+int xt_case_has(const xt_case *c, const char *key)
+{
+    return find_key(c, key) != NULL;
+}
+
 long xt_case_int(const xt_case *c, const char *key)
 {
     const char *v = xt_case_str(c, key);

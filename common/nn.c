@@ -267,8 +267,8 @@ void xt_mlp_init(xt_mlp *m, int nlayers, const int *dims, xt_act act, xt_loss lo
     }
     m->ntensors = 2 * nlayers;
     m->nparams = offset;
-    m->params = xt_calloc((size_t)offset, sizeof(float));
-    m->grads = xt_calloc((size_t)offset, sizeof(float));
+    m->params = xt_alloc(XT_MEM_PARAMS, sizeof(float) * (size_t)offset);
+    m->grads = xt_alloc(XT_MEM_GRADS, sizeof(float) * (size_t)offset);
 }
 
 void xt_mlp_init_str(xt_mlp *m, const char *dims, xt_act act, xt_loss loss)
@@ -304,12 +304,12 @@ void xt_mlp_randomize(xt_mlp *m, uint64_t seed)
 static void free_activations(xt_mlp *m)
 {
     for (int l = 0; l < m->nlayers; l++) {
-        free(m->pre[l]);
-        free(m->post[l]);
+        xt_free(m->pre[l]);
+        xt_free(m->post[l]);
         m->pre[l] = m->post[l] = NULL;
     }
-    free(m->delta[0]);
-    free(m->delta[1]);
+    xt_free(m->delta[0]);
+    xt_free(m->delta[1]);
     m->delta[0] = m->delta[1] = NULL;
     m->rows_cap = 0;
 }
@@ -317,14 +317,47 @@ static void free_activations(xt_mlp *m)
 void xt_mlp_free(xt_mlp *m)
 {
     free_activations(m);
-    free(m->params);
-    free(m->grads);
+    xt_free(m->params);
+    xt_free(m->grads);
     m->params = m->grads = NULL;
 }
 
 void xt_mlp_zero_grad(xt_mlp *m)
 {
+    XT_CHECK(m->grads, "xt_mlp_zero_grad: this model's gradient buffer was dropped");
     memset(m->grads, 0, sizeof(float) * (size_t)m->nparams);
+}
+
+void xt_mlp_pad_params(xt_mlp *m, long total)
+{
+    XT_CHECK(m->params && total >= m->nparams,
+             "xt_mlp_pad_params: %ld floats cannot hold the %ld parameters", total, m->nparams);
+    float *p = xt_alloc(XT_MEM_PARAMS, sizeof(float) * (size_t)total);
+    memcpy(p, m->params, sizeof(float) * (size_t)m->nparams);
+    xt_free(m->params);
+    m->params = p;
+}
+
+void xt_mlp_drop_params(xt_mlp *m)
+{
+    xt_free(m->params);
+    m->params = NULL;
+}
+
+void xt_mlp_drop_grads(xt_mlp *m)
+{
+    xt_free(m->grads);
+    m->grads = NULL;
+}
+
+long xt_mlp_layer_offset(const xt_mlp *m, int l)
+{
+    return m->tensor[2 * l].offset;
+}
+
+long xt_mlp_layer_count(const xt_mlp *m, int l)
+{
+    return m->tensor[2 * l].count + m->tensor[2 * l + 1].count;
 }
 
 static void reserve_rows(xt_mlp *m, int rows)
@@ -336,40 +369,61 @@ static void reserve_rows(xt_mlp *m, int rows)
     for (int l = 0; l <= m->nlayers; l++)
         widest = m->dims[l] > widest ? m->dims[l] : widest;
     for (int l = 0; l < m->nlayers; l++) {
-        m->pre[l] = xt_malloc(sizeof(float) * (size_t)rows * (size_t)m->dims[l + 1]);
-        m->post[l] = xt_malloc(sizeof(float) * (size_t)rows * (size_t)m->dims[l + 1]);
+        size_t bytes = sizeof(float) * (size_t)rows * (size_t)m->dims[l + 1];
+        m->pre[l] = xt_alloc(XT_MEM_ACTIVATIONS, bytes);
+        m->post[l] = xt_alloc(XT_MEM_ACTIVATIONS, bytes);
     }
-    m->delta[0] = xt_malloc(sizeof(float) * (size_t)rows * (size_t)widest);
-    m->delta[1] = xt_malloc(sizeof(float) * (size_t)rows * (size_t)widest);
+    m->delta[0] = xt_alloc(XT_MEM_ACTIVATIONS, sizeof(float) * (size_t)rows * (size_t)widest);
+    m->delta[1] = xt_alloc(XT_MEM_ACTIVATIONS, sizeof(float) * (size_t)rows * (size_t)widest);
     m->rows_cap = rows;
 }
 
-const float *xt_mlp_forward(xt_mlp *m, const float *x, int rows)
+void xt_mlp_forward_begin(xt_mlp *m, const float *x, int rows)
 {
     reserve_rows(m, rows > 0 ? rows : 1);
     m->rows = rows;
     m->input = x;
-    xt_trace_begin("forward");
-    const float *h = x;
-    for (int l = 0; l < m->nlayers; l++) {
-        const xt_tensor *w = &m->tensor[2 * l], *b = &m->tensor[2 * l + 1];
-        xt_linear_forward(m->pre[l], h, m->params + w->offset, m->params + b->offset, rows,
-                          m->dims[l], m->dims[l + 1]);
-        long n = (long)rows * m->dims[l + 1];
-        if (l < m->nlayers - 1)
-            xt_act_forward(m->act, m->post[l], m->pre[l], n);
-        else
-            memcpy(m->post[l], m->pre[l], sizeof(float) * (size_t)n);
-        h = m->post[l];
-    }
-    xt_trace_end();
-    return h;
+    m->next_forward = 0;
+    m->next_backward = -1;
 }
 
-float xt_mlp_backward(xt_mlp *m, const void *target, float scale, xt_grad_hook hook, void *ctx)
+void xt_mlp_forward_layer(xt_mlp *m, int l, const float *layer_params)
 {
-    int rows = m->rows, L = m->nlayers, out = m->dims[L];
-    float *d = m->delta[0], *dnext = m->delta[1];
+    XT_CHECK(l == m->next_forward,
+             "xt_mlp_forward_layer(%d): layers run forward in order from 0 after "
+             "xt_mlp_forward_begin; layer %d is next",
+             l, m->next_forward);
+    int rows = m->rows, in = m->dims[l], out = m->dims[l + 1];
+    const float *h = l > 0 ? m->post[l - 1] : m->input;
+    xt_linear_forward(m->pre[l], h, layer_params, layer_params + (long)in * out, rows, in, out);
+    long n = (long)rows * out;
+    if (l < m->nlayers - 1)
+        xt_act_forward(m->act, m->post[l], m->pre[l], n);
+    else
+        memcpy(m->post[l], m->pre[l], sizeof(float) * (size_t)n);
+    m->next_forward = l + 1;
+}
+
+const float *xt_mlp_output(const xt_mlp *m)
+{
+    return m->post[m->nlayers - 1];
+}
+
+const float *xt_mlp_forward(xt_mlp *m, const float *x, int rows)
+{
+    xt_mlp_forward_begin(m, x, rows);
+    xt_trace_begin("forward");
+    for (int l = 0; l < m->nlayers; l++)
+        xt_mlp_forward_layer(m, l, m->params + xt_mlp_layer_offset(m, l));
+    xt_trace_end();
+    return xt_mlp_output(m);
+}
+
+float xt_mlp_loss_grad(xt_mlp *m, const void *target, float scale)
+{
+    int L = m->nlayers, rows = m->rows, out = m->dims[L];
+    XT_CHECK(m->next_forward == L, "xt_mlp_loss_grad: run all %d layers forward first", L);
+    float *d = m->delta[0];
     float loss;
     if (m->loss == XT_MSE)
         loss = xt_mse_loss(d, m->post[L - 1], target, rows, out);
@@ -378,27 +432,43 @@ float xt_mlp_backward(xt_mlp *m, const void *target, float scale, xt_grad_hook h
     if (scale != 1.0f)
         for (long i = 0; i < (long)rows * out; i++)
             d[i] *= scale;
-    for (int l = L - 1; l >= 0; l--) {
-        const xt_tensor *w = &m->tensor[2 * l], *b = &m->tensor[2 * l + 1];
-        if (xt_trace_enabled()) {
-            char name[32];
-            snprintf(name, sizeof name, "backward layer %d", l);
-            xt_trace_begin(name);
-        }
-        /* d is dLoss/d(pre_l) here. */
-        const float *in = l > 0 ? m->post[l - 1] : m->input;
-        xt_linear_backward(l > 0 ? dnext : NULL, m->grads + w->offset, m->grads + b->offset, d, in,
-                           m->params + w->offset, rows, m->dims[l], m->dims[l + 1]);
-        if (l > 0)
-            xt_act_backward(m->act, dnext, dnext, m->pre[l - 1], (long)rows * m->dims[l]);
-        xt_trace_end();
+    m->cur_delta = 0;
+    m->next_backward = L - 1;
+    return loss;
+}
+
+void xt_mlp_backward_layer(xt_mlp *m, int l, const float *layer_params, float *layer_grads)
+{
+    XT_CHECK(l == m->next_backward && l >= 0,
+             "xt_mlp_backward_layer(%d): layers run backward from the last after "
+             "xt_mlp_loss_grad; layer %d is next",
+             l, m->next_backward);
+    int rows = m->rows, in = m->dims[l], out = m->dims[l + 1];
+    if (xt_trace_enabled()) {
+        char name[32];
+        snprintf(name, sizeof name, "backward layer %d", l);
+        xt_trace_begin(name);
+    }
+    /* d is dLoss/d(pre_l); dnext becomes dLoss/d(pre_{l-1}). */
+    float *d = m->delta[m->cur_delta], *dnext = m->delta[1 - m->cur_delta];
+    const float *x = l > 0 ? m->post[l - 1] : m->input;
+    xt_linear_backward(l > 0 ? dnext : NULL, layer_grads, layer_grads + (long)in * out, d, x,
+                       layer_params, rows, in, out);
+    if (l > 0)
+        xt_act_backward(m->act, dnext, dnext, m->pre[l - 1], (long)rows * in);
+    xt_trace_end();
+    m->cur_delta = 1 - m->cur_delta;
+    m->next_backward = l - 1;
+}
+
+float xt_mlp_backward(xt_mlp *m, const void *target, float scale, xt_grad_hook hook, void *ctx)
+{
+    float loss = xt_mlp_loss_grad(m, target, scale);
+    for (int l = m->nlayers - 1; l >= 0; l--) {
+        long off = xt_mlp_layer_offset(m, l);
+        xt_mlp_backward_layer(m, l, m->params + off, m->grads + off);
         if (hook)
             hook(m, l, ctx);
-        if (l > 0) {
-            float *t = d;
-            d = dnext;
-            dnext = t;
-        }
     }
     return loss;
 }
@@ -417,4 +487,51 @@ float xt_mlp_loss(xt_mlp *m, const float *x, const void *target, int rows)
     if (m->loss == XT_MSE)
         return xt_mse_loss(NULL, y, target, rows, out);
     return xt_cross_entropy_loss(NULL, y, target, rows, out);
+}
+
+/* ------------------------------------------------------------------- Adam */
+
+void xt_adam_update(float *params, const float *grads, float *m, float *v, long n, long step,
+                    const xt_adam *h)
+{
+    XT_CHECK(step >= 1, "xt_adam_update: steps count from 1, not %ld", step);
+    float bc1 = (float)(1.0 - pow(h->beta1, (double)step));
+    float bc2 = (float)(1.0 - pow(h->beta2, (double)step));
+    float decay = 1.0f - h->lr * h->weight_decay;
+    for (long i = 0; i < n; i++) {
+        float g = grads[i];
+        m[i] = h->beta1 * m[i] + (1.0f - h->beta1) * g;
+        v[i] = h->beta2 * v[i] + (1.0f - h->beta2) * g * g;
+        float mhat = m[i] / bc1, vhat = v[i] / bc2;
+        params[i] = params[i] * decay - h->lr * mhat / (sqrtf(vhat) + h->eps);
+    }
+}
+
+/* ------------------------------------------------------------------- bf16 */
+
+float xt_bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu))
+        u |= 0x00400000u; /* NaN stays NaN: keep it quiet, never round it to infinity */
+    else
+        u += 0x7fffu + ((u >> 16) & 1u); /* to nearest, ties to even */
+    u &= 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+void xt_bf16_round_array(float *out, const float *in, long n)
+{
+    for (long i = 0; i < n; i++)
+        out[i] = xt_bf16_round(in[i]);
+}
+
+int xt_all_finite(const float *x, long n)
+{
+    for (long i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return 0;
+    return 1;
 }

@@ -663,6 +663,7 @@ void xt_mpi_stats_write(const char *path)
 void xti_case_stats_begin(void)
 {
     xt_mpi_stats_reset();
+    xt_mem_reset_peak();
     reuse_noted = 0;
     for (int i = 0; i < n_notes; i++)
         free(notes[i].text);
@@ -710,6 +711,7 @@ void xti_case_stats_write(const char *path, double seconds)
         fprintf(f, "D %ld\n", dropped_events);
     for (int i = 0; i < n_notes; i++)
         fprintf(f, "N %s %s\n", notes[i].kind, notes[i].text);
+    xti_mem_write(f);
     fprintf(f, "END\n");
     XT_CHECK(fclose(f) == 0, "cannot write %s", path);
 }
@@ -1369,10 +1371,28 @@ int MPI_Iscatterv(const void *s, const int scs[], const int displs[], MPI_Dataty
                       comm);
 }
 
+/*
+ * With MPI_IN_PLACE the send count and type are ignored: a rank's block is
+ * already in place in the receive buffer, and that is what it contributes.
+ */
+static long gather_sent(const void *s, int sc, MPI_Datatype st, int rc, MPI_Datatype rt)
+{
+    return s == MPI_IN_PLACE ? nbytes(rc, rt) : nbytes(sc, st);
+}
+
+static long gatherv_sent(const void *s, int sc, MPI_Datatype st, const int rcs[], MPI_Datatype rt,
+                         MPI_Comm comm)
+{
+    int me = comm_rank(comm);
+    if (s != MPI_IN_PLACE)
+        return nbytes(sc, st);
+    return rcs && me >= 0 ? nbytes(rcs[me], rt) : 0;
+}
+
 int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
                   MPI_Comm comm)
 {
-    coll(FN(MPI_Allgather), nbytes(sc, st), nbytes(rc, rt) * comm_size(comm), comm);
+    coll(FN(MPI_Allgather), gather_sent(s, sc, st, rc, rt), nbytes(rc, rt) * comm_size(comm), comm);
     return leave(PMPI_Allgather(s, sc, st, r, rc, rt, comm));
 }
 
@@ -1380,7 +1400,7 @@ int MPI_Iallgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_
                    MPI_Comm comm, MPI_Request *req)
 {
     long rb = nbytes(rc, rt) * comm_size(comm);
-    int outer = coll(FN(MPI_Iallgather), nbytes(sc, st), rb, comm);
+    int outer = coll(FN(MPI_Iallgather), gather_sent(s, sc, st, rc, rt), rb, comm);
     return icoll_done(FN(MPI_Iallgather), outer, PMPI_Iallgather(s, sc, st, r, rc, rt, comm, req),
                       req, rb, comm);
 }
@@ -1388,7 +1408,7 @@ int MPI_Iallgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_
 int MPI_Allgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[],
                    const int displs[], MPI_Datatype rt, MPI_Comm comm)
 {
-    coll(FN(MPI_Allgatherv), nbytes(sc, st), sum_counts(rcs, comm_size(comm), rt), comm);
+    coll(FN(MPI_Allgatherv), gatherv_sent(s, sc, st, rcs, rt, comm), sum_counts(rcs, comm_size(comm), rt), comm);
     return leave(PMPI_Allgatherv(s, sc, st, r, rcs, displs, rt, comm));
 }
 
@@ -1396,7 +1416,7 @@ int MPI_Iallgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int r
                     const int displs[], MPI_Datatype rt, MPI_Comm comm, MPI_Request *req)
 {
     long rb = sum_counts(rcs, comm_size(comm), rt);
-    int outer = coll(FN(MPI_Iallgatherv), nbytes(sc, st), rb, comm);
+    int outer = coll(FN(MPI_Iallgatherv), gatherv_sent(s, sc, st, rcs, rt, comm), rb, comm);
     return icoll_done(FN(MPI_Iallgatherv), outer,
                       PMPI_Iallgatherv(s, sc, st, r, rcs, displs, rt, comm, req), req, rb, comm);
 }

@@ -26,11 +26,11 @@ static size_t target_bytes(const xt_mlp *m) /* one sample's */
 }
 
 /* FNV-1a over the weights' bits: equal hashes, (almost surely) equal weights. */
-static unsigned weights_hash(const xt_mlp *m)
+static unsigned weights_hash(const float *params, long n)
 {
-    const unsigned char *p = (const unsigned char *)m->params;
+    const unsigned char *p = (const unsigned char *)params;
     unsigned h = 2166136261u;
-    for (size_t i = 0; i < sizeof(float) * (size_t)m->nparams; i++)
+    for (size_t i = 0; p && i < sizeof(float) * (size_t)n; i++)
         h = (h ^ p[i]) * 16777619u;
     return h;
 }
@@ -44,6 +44,13 @@ xt_train_case xt_train_case_begin(xt_case *c)
                      xt_case_str(c, "loss"));
     t.steps = (int)xt_case_int(c, "steps");
     t.lr = (float)atof(xt_case_str(c, "lr"));
+    t.adam = (xt_adam){.lr = t.lr, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    if (xt_case_has(c, "beta1")) {
+        t.adam.beta1 = (float)atof(xt_case_str(c, "beta1"));
+        t.adam.beta2 = (float)atof(xt_case_str(c, "beta2"));
+        t.adam.eps = (float)atof(xt_case_str(c, "eps"));
+        t.adam.weight_decay = (float)atof(xt_case_str(c, "wd"));
+    }
     t.x = xt_case_input_const(c, "x");
     t.y = xt_case_input_const(c, "y");
     xt_array w0 = xt_case_input_const(c, "w0");
@@ -78,6 +85,54 @@ void xt_train_case_output(xt_train_case *t, int step)
     }
 }
 
+/* Rank r's pieces (lo, count) placed into a full, NaN-filled copy on every rank. */
+static float *gather_pieces(MPI_Comm comm, long nparams, const float *shard, long lo, long count)
+{
+    int np;
+    PMPI_Comm_size(comm, &np);
+    long mine[2] = {lo, count}, *all = xt_malloc(sizeof(long) * 2 * (size_t)np);
+    PMPI_Allgather(mine, 2, MPI_LONG, all, 2, MPI_LONG, comm);
+    long total = 0;
+    for (int r = 0; r < np; r++)
+        total += all[2 * r + 1] > 0 ? all[2 * r + 1] : 0;
+    float *pieces = xt_malloc(sizeof(float) * (size_t)(total + 1));
+    int *counts = xt_malloc(sizeof(int) * (size_t)np), *displs = xt_malloc(sizeof(int) * (size_t)np);
+    for (int r = 0, at = 0; r < np; r++) {
+        counts[r] = all[2 * r + 1] > 0 ? (int)all[2 * r + 1] : 0;
+        displs[r] = at;
+        at += counts[r];
+    }
+    PMPI_Allgatherv(shard, count > 0 ? (int)count : 0, MPI_FLOAT, pieces, counts, displs,
+                    MPI_FLOAT, comm);
+    float *full = xt_malloc(sizeof(float) * (size_t)(nparams + 1));
+    for (long i = 0; i < nparams; i++)
+        full[i] = NAN;
+    for (int r = 0; r < np; r++)
+        for (long i = 0; i < counts[r]; i++) {
+            long at = all[2 * r] + i;
+            if (at >= 0 && at < nparams)
+                full[at] = full[at] == full[at] ? NAN : pieces[displs[r] + i];
+        }
+    free(all);
+    free(pieces);
+    free(counts);
+    free(displs);
+    return full;
+}
+
+void xt_train_case_output_shards(xt_train_case *t, int step, const float *shard, long lo,
+                                 long count)
+{
+    float *full = gather_pieces(t->comm, t->model.nparams, shard, lo, count);
+    for (int i = 0; i < t->model.ntensors; i++) {
+        const xt_tensor *v = &t->model.tensor[i];
+        char name[64];
+        snprintf(name, sizeof name, "step%d_%s", step + 1, v->name);
+        xt_case_output(t->c, name, full + v->offset, XT_F32, v->count);
+    }
+    free(full);
+}
+
 void xt_train_case_end(xt_train_case *t)
 {
     xt_mlp_free(&t->model);
@@ -95,6 +150,11 @@ xt_train_demo xt_train_demo_begin(MPI_Comm comm, const char *default_dims)
     d.steps = (int)xt_arg_int("steps", 5);
     d.rows = (int)xt_arg_int("rows", 8);
     d.lr = (float)xt_arg_double("lr", 0.1);
+    d.adam = (xt_adam){.lr = d.lr,
+                       .beta1 = (float)xt_arg_double("beta1", 0.9),
+                       .beta2 = (float)xt_arg_double("beta2", 0.999),
+                       .eps = (float)xt_arg_double("eps", 1e-8),
+                       .weight_decay = (float)xt_arg_double("wd", 0.0)};
     XT_CHECK(d.steps >= 0 && d.rows >= 1, "--steps must be >= 0 and --rows >= 1");
 
     /* The same data set on every rank: inputs, and a teacher network's answers. */
@@ -132,7 +192,8 @@ xt_train_demo xt_train_demo_begin(MPI_Comm comm, const char *default_dims)
         fflush(stdout);
     }
     xt_printf_ordered(comm, "rows %d..%d of each step's batch; own initial weights, hash %08x\n",
-                      d.rank * d.rows, (d.rank + 1) * d.rows - 1, weights_hash(&d.model));
+                      d.rank * d.rows, (d.rank + 1) * d.rows - 1,
+                      weights_hash(d.model.params, d.model.nparams));
     d.before = xt_mpi_stats_get(NULL);
     return d;
 }
@@ -147,6 +208,21 @@ const void *xt_train_demo_target(const xt_train_demo *d, int step)
     return xt_mlp_target_at(&d->model, d->target, ((long)step * d->np + d->rank) * d->rows);
 }
 
+void xt_train_demo_use_adam(xt_train_demo *d)
+{
+    d->adam_twin = 1;
+    if (d->rank == 0) {
+        d->twin_m = xt_calloc((size_t)d->model.nparams, sizeof(float));
+        d->twin_v = xt_calloc((size_t)d->model.nparams, sizeof(float));
+    }
+}
+
+void xt_train_demo_gather_shards(xt_train_demo *d, const float *shard, long lo, long count)
+{
+    free(d->gathered);
+    d->gathered = gather_pieces(d->comm, d->model.nparams, shard, lo, count);
+}
+
 void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
 {
     float loss = 0.0f;
@@ -154,7 +230,10 @@ void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
 
     /* Which ranks disagree with rank 0, bit for bit. */
     long n = d->model.nparams;
-    int ndiffer = xt_ranks_differing(d->comm, d->model.params, sizeof(float) * (size_t)n);
+    const float *w = d->model.params ? d->model.params : d->gathered;
+    XT_CHECK(w, "xt_train_demo_report: the parameters are sharded; call "
+                "xt_train_demo_gather_shards first");
+    int ndiffer = xt_ranks_differing(d->comm, w, sizeof(float) * (size_t)n);
 
     if (d->rank != 0)
         return;
@@ -166,10 +245,13 @@ void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
     xt_mlp_zero_grad(s);
     xt_mlp_forward(s, d->x + (long)step * global_rows * s->dims[0], global_rows);
     xt_mlp_backward(s, xt_mlp_target_at(s, d->target, (long)step * global_rows), 1.0f, NULL, NULL);
-    xt_sgd(s->params, s->grads, s->nparams, d->lr);
+    if (d->adam_twin)
+        xt_adam_update(s->params, s->grads, d->twin_m, d->twin_v, n, step + 1, &d->adam);
+    else
+        xt_sgd(s->params, s->grads, s->nparams, d->lr);
     double gap = 0.0;
     for (long i = 0; i < n; i++)
-        gap = fmax(gap, fabs((double)s->params[i] - d->model.params[i]));
+        gap = fmax(gap, fabs((double)s->params[i] - w[i]));
     char same[32] = "yes";
     if (ndiffer)
         snprintf(same, sizeof same, "no (%d of %d differ)", ndiffer, d->np);
@@ -179,7 +261,9 @@ void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
 
 void xt_train_demo_end(xt_train_demo *d)
 {
-    xt_printf_ordered(d->comm, "final weights hash %08x\n", weights_hash(&d->model));
+    xt_printf_ordered(d->comm, "final weights hash %08x\n",
+                      weights_hash(d->model.params ? d->model.params : d->gathered,
+                                   d->model.nparams));
     xt_mpi_stats after = xt_mpi_stats_get(NULL);
     xt_mpi_stats ar = xt_mpi_stats_get("MPI_Allreduce"), iar = xt_mpi_stats_get("MPI_Iallreduce");
     if (d->rank == 0 && d->steps > 0) {
@@ -188,6 +272,9 @@ void xt_train_demo_end(xt_train_demo *d)
                (double)(after.bytes_sent - d->before.bytes_sent) / d->steps);
         xt_mlp_free(&d->single);
     }
+    free(d->twin_m);
+    free(d->twin_v);
+    free(d->gathered);
     xt_mlp_free(&d->model);
     free(d->x);
     free(d->target);

@@ -108,6 +108,41 @@ void xt_format_buffer(char *out, size_t cap, const void *buf, int count, MPI_Dat
 void xt_watch_begin(const void *buf, int count, MPI_Datatype dt, int nchunks);
 void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np));
 
+/* -------------------------------------------------------------------- memory */
+
+/*
+ * Memory accounting: a training step allocates its buffers through xt_alloc,
+ * naming what each holds. libxt keeps, per rank and per kind, the bytes in use
+ * now and the peak since xt_mem_reset_peak (or since the case began), and
+ * writes them into every case's record, where the grader checks them against
+ * the formulas of docs/lc3_zero.md. A buffer allocated with malloc is not
+ * counted, so the exercises of lecture 3 allocate with xt_alloc only.
+ */
+typedef enum {
+    XT_MEM_PARAMS,      /* weights used by forward and backward */
+    XT_MEM_GRADS,       /* gradients */
+    XT_MEM_OPTIMIZER,   /* optimizer state: Adam's moments */
+    XT_MEM_MASTER,      /* fp32 master weights (mixed precision) */
+    XT_MEM_ACTIVATIONS, /* what forward keeps for backward */
+    XT_MEM_COMM,        /* buffers that exist only to communicate or to do I/O */
+    XT_MEM_KINDS        /* (also "all kinds together" in xt_mem_current/peak) */
+} xt_mem_kind;
+
+/* `bytes` zeroed bytes, counted as `kind`; dies when out of memory. */
+void *xt_alloc_at(xt_mem_kind kind, size_t bytes, const char *file, int line);
+/* Frees what xt_alloc returned (NULL: nothing); dies on any other pointer. */
+void xt_free_at(void *p, const char *file, int line);
+#define xt_alloc(kind, bytes) xt_alloc_at((kind), (bytes), __FILE__, __LINE__)
+#define xt_free(p)            xt_free_at((p), __FILE__, __LINE__)
+size_t xt_alloc_size(const void *p); /* the bytes asked for */
+
+const char *xt_mem_kind_name(xt_mem_kind kind); /* "params", "grads", ... */
+size_t xt_mem_current(xt_mem_kind kind);        /* bytes in use on this rank */
+size_t xt_mem_peak(xt_mem_kind kind);           /* the most in use since the last reset */
+void xt_mem_reset_peak(void);                   /* peak := current, every kind */
+/* Collective: rank 0 prints each rank's peak bytes per kind, under `title`. */
+void xt_mem_print(MPI_Comm comm, const char *title);
+
 /* -------------------------------------------------------------------- errors */
 
 XT_NORETURN void xt_die_at(const char *file, int line, const char *fmt, ...) XT_PRINTF(3, 4);
@@ -232,6 +267,7 @@ MPI_Comm xt_case_comm(const xt_case *c);  /* the communicator this case runs on 
 const char *xt_case_fn(const xt_case *c); /* the function under test */
 int xt_case_is(const xt_case *c, const char *fn);
 const char *xt_case_str(const xt_case *c, const char *key); /* dies if absent */
+int xt_case_has(const xt_case *c, const char *key);
 long xt_case_int(const xt_case *c, const char *key);        /* dies if absent */
 MPI_Op xt_case_op(const xt_case *c);                        /* key "op": sum, max, ... */
 

@@ -127,6 +127,7 @@ typedef struct xt_mlp {
     float *pre[XT_MLP_MAX_LAYERS];  /* rows x dims[l+1], before act */
     float *post[XT_MLP_MAX_LAYERS]; /* rows x dims[l+1], after act */
     float *delta[2];                /* backward scratch */
+    int cur_delta, next_forward, next_backward;
 } xt_mlp;
 
 /* Parameters zeroed (load or randomise them), gradients zeroed. */
@@ -145,6 +146,40 @@ void xt_mlp_zero_grad(xt_mlp *m);
  */
 const float *xt_mlp_forward(xt_mlp *m, const float *x, int rows);
 
+/*
+ * Layer by layer, for code that decides where each layer's weights live
+ * (ZeRO-3 gathers them just in time; a pipeline stage holds a few). Layer l's
+ * parameters are W_l then b_l, contiguous: xt_mlp_layer_count(m, l) floats
+ * from xt_mlp_layer_offset(m, l) in the flat layout. xt_mlp_forward is
+ *
+ *     xt_mlp_forward_begin(m, x, rows);
+ *     for (l = 0; l < m->nlayers; l++)
+ *         xt_mlp_forward_layer(m, l, m->params + xt_mlp_layer_offset(m, l));
+ *
+ * and xt_mlp_backward is xt_mlp_loss_grad, then xt_mlp_backward_layer from
+ * the last layer to the first. layer_params must hold the same weights in
+ * forward and backward; layer_grads receives += the layer's gradients.
+ */
+long xt_mlp_layer_offset(const xt_mlp *m, int l);
+long xt_mlp_layer_count(const xt_mlp *m, int l);
+void xt_mlp_forward_begin(xt_mlp *m, const float *x, int rows);
+void xt_mlp_forward_layer(xt_mlp *m, int l, const float *layer_params);
+const float *xt_mlp_output(const xt_mlp *m); /* rows x dims[nlayers], after the last layer */
+/* The loss of the forward just run, and its gradient (times scale) set up for backward. */
+float xt_mlp_loss_grad(xt_mlp *m, const void *target, float scale);
+void xt_mlp_backward_layer(xt_mlp *m, int l, const float *layer_params, float *layer_grads);
+
+/*
+ * ZeRO changes what a rank keeps. xt_mlp_pad_params grows the flat
+ * parameter buffer to `total` floats (zeros after nparams), so that it can be
+ * all-gathered in np equal shards; the drop functions free the full
+ * parameter or gradient buffer of a rank that keeps only its shard (the
+ * pointer becomes NULL, and the model is then used layer by layer).
+ */
+void xt_mlp_pad_params(xt_mlp *m, long total);
+void xt_mlp_drop_params(xt_mlp *m);
+void xt_mlp_drop_grads(xt_mlp *m);
+
 /* Called by backward once layer `layer`'s W and b gradients are complete. */
 typedef void (*xt_grad_hook)(xt_mlp *m, int layer, void *ctx);
 
@@ -161,6 +196,38 @@ const void *xt_mlp_target_at(const xt_mlp *m, const void *target, long row);
 
 /* The loss of x against target, no gradients. */
 float xt_mlp_loss(xt_mlp *m, const float *x, const void *target, int rows);
+
+/* ---------------------------------------------------------------- Adam */
+
+/*
+ * Adam's hyperparameters. weight_decay is AdamW's decoupled decay (0: plain
+ * Adam): each step first multiplies the weights by (1 - lr weight_decay).
+ */
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+} xt_adam;
+
+/*
+ * One AdamW step (step counts from 1) on n parameters, in place, with their
+ * moments m and v; the same update as lc3_zero/adam.c, for the exercises
+ * that build on it:
+ *     p = p (1 - lr wd);  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+ *     p -= lr (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
+ */
+void xt_adam_update(float *params, const float *grads, float *m, float *v, long n, long step,
+                    const xt_adam *h);
+
+/* ---------------------------------------------------------------- bf16 */
+
+/*
+ * bfloat16 is float32 with the low 16 bits of the mantissa dropped: the same
+ * exponent range, 8 bits of precision. xt_bf16_round rounds a float to the
+ * nearest bf16 value, ties to even, and returns it as a float (NaN stays
+ * NaN; values past the largest bf16 become infinity).
+ */
+float xt_bf16_round(float x);
+void xt_bf16_round_array(float *out, const float *in, long n); /* out may be in */
+int xt_all_finite(const float *x, long n);                      /* no inf, no NaN */
 
 /* ---------------------------------------------------- training harnesses */
 
@@ -181,6 +248,7 @@ typedef struct {
     xt_mlp model;
     int steps, rows; /* rows: this rank's samples per step */
     float lr;
+    xt_adam adam; /* from the case's lr, beta1, beta2, eps, wd, where it has them */
     xt_array x, y;
 } xt_train_case;
 
@@ -188,6 +256,13 @@ xt_train_case xt_train_case_begin(xt_case *c);
 const float *xt_train_case_x(const xt_train_case *t, int step);
 const void *xt_train_case_target(const xt_train_case *t, int step);
 void xt_train_case_output(xt_train_case *t, int step);
+/*
+ * The same outputs when the parameters are sharded (ZeRO-3): each rank holds
+ * `count` of them from flat index `lo`; the pieces are gathered (through
+ * PMPI: not counted) and written whole. A gap or an overlap shows as NaN.
+ */
+void xt_train_case_output_shards(xt_train_case *t, int step, const float *shard, long lo,
+                                 long count);
 void xt_train_case_end(xt_train_case *t);
 
 /*
@@ -208,6 +283,10 @@ typedef struct {
     float *x;     /* steps x (np rows) x dims[0], the whole data set */
     void *target; /* steps x (np rows) targets */
     xt_mpi_stats before;
+    xt_adam adam;        /* --lr --beta1 --beta2 --eps --wd */
+    int adam_twin;       /* the twin trains with Adam (xt_train_demo_use_adam) */
+    float *twin_m, *twin_v;
+    float *gathered; /* xt_train_demo_gather_shards' copy, when params are sharded */
 } xt_train_demo;
 
 xt_train_demo xt_train_demo_begin(MPI_Comm comm, const char *default_dims);
@@ -215,6 +294,10 @@ const float *xt_train_demo_x(const xt_train_demo *d, int step);          /* this
 const void *xt_train_demo_target(const xt_train_demo *d, int step);      /* this rank's targets */
 void xt_train_demo_report(xt_train_demo *d, int step, float local_loss); /* collective */
 void xt_train_demo_end(xt_train_demo *d);                                /* collective */
+/* The single-process twin takes Adam steps with d->adam, not SGD steps. */
+void xt_train_demo_use_adam(xt_train_demo *d);
+/* The full parameters of sharded ranks, on rank 0 (collective), for the report. */
+void xt_train_demo_gather_shards(xt_train_demo *d, const float *shard, long lo, long count);
 
 #ifdef __cplusplus
 }

@@ -53,6 +53,7 @@ class Record:
     calls: dict = dataclasses.field(default_factory=dict)
     events: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)  # (kind, text)
+    memory: dict = dataclasses.field(default_factory=dict)  # kind -> (current, peak) bytes
     complete: bool = False
 
     @property
@@ -90,6 +91,9 @@ def read_record(path):
         elif line.startswith("N "):
             _, kind, text = line.split(" ", 2)
             rec.notes.append((kind, text))
+        elif line.startswith("M "):
+            _, kind, current, peak = line.split()
+            rec.memory[kind] = (int(current), int(peak))
         elif line == "END":
             rec.complete = True
     return rec if rec.complete else None

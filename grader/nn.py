@@ -175,6 +175,46 @@ class Mlp:
         return out
 
 
+    def adam_steps(self, flat, batches, hp):
+        """Full-batch AdamW (adam_update below): the parameters after each batch."""
+        w = np.asarray(flat, dtype=np.float64).copy()
+        m, v = np.zeros_like(w), np.zeros_like(w)
+        out = []
+        for t, (x, target) in enumerate(batches, 1):
+            _, g = self.loss_and_grads(w, x, target)
+            w, m, v = adam_update(w, g, m, v, t, hp)
+            out.append(w.copy())
+        return out
+
+
+# ----------------------------------------------------------------------- Adam
+
+def adam_update(w, g, m, v, t, hp):
+    """One AdamW step (t from 1), float64: the definition xt_adam_update follows.
+    hp: lr, beta1, beta2, eps, wd. Returns the new (w, m, v)."""
+    lr, b1, b2, eps, wd = (float(hp[k]) for k in ("lr", "beta1", "beta2", "eps", "wd"))
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+    return w * (1 - lr * wd) - lr * mhat / (np.sqrt(vhat) + eps), m, v
+
+
+# ----------------------------------------------------------------------- bf16
+
+def bf16_round(x):
+    """Each float32 of x rounded to the nearest bfloat16, ties to even, as float32
+    (xt_bf16_round): add 0x7fff plus the lowest kept bit, drop the low 16 bits."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    nan = ((u & 0x7f800000) == 0x7f800000) & ((u & 0x007fffff) != 0)
+    r = np.where(nan, u | 0x00400000, u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000
+    return r.astype(np.uint32).view(np.float32)
+
+
+def is_bf16(x):
+    """True where a float32 is exactly a bfloat16 value (its low 16 bits are zero)."""
+    return (np.asarray(x, dtype=np.float32).view(np.uint32) & 0xffff) == 0
+
+
 # ------------------------------------------------ the reference's own check
 
 def finite_difference_check(rng, trials=12):
