@@ -4,6 +4,7 @@
  * Communication here goes through PMPI, so it never shows in a program's
  * counters or trace: those stay the student's own.
  */
+#include "xt_internal.h"
 #include "xt_nn.h"
 
 #include <math.h>
@@ -184,7 +185,9 @@ xt_train_demo xt_train_demo_begin(MPI_Comm comm, const char *default_dims)
     /* Each rank starts somewhere else: only a broadcast makes them agree. */
     xt_mlp_randomize(&d.model, 1000 + (uint64_t)d.rank);
     if (d.rank == 0) {
+        xti_mem_pause(1); /* the twin is the demo's, not the program's */
         xt_mlp_init(&d.single, d.model.nlayers, d.model.dims, d.model.act, d.model.loss);
+        xti_mem_pause(0);
         memcpy(d.single.params, d.model.params, sizeof(float) * (size_t)d.model.nparams);
         printf("MLP %s %s %s, %ld parameters in %d tensors; %d rows per rank and step\n", dims,
                xt_act_name(d.model.act), xt_loss_name(d.model.loss), d.model.nparams,
@@ -211,6 +214,7 @@ const void *xt_train_demo_target(const xt_train_demo *d, int step)
 void xt_train_demo_use_adam(xt_train_demo *d)
 {
     d->adam_twin = 1;
+    d->lr = d->adam.lr = (float)xt_arg_double("lr", 0.01); /* Adam's steps are ~lr each */
     if (d->rank == 0) {
         d->twin_m = xt_calloc((size_t)d->model.nparams, sizeof(float));
         d->twin_v = xt_calloc((size_t)d->model.nparams, sizeof(float));
@@ -242,6 +246,7 @@ void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
     /* The single-process twin: one step on the whole global batch. */
     xt_mlp *s = &d->single;
     int global_rows = d->np * d->rows;
+    xti_mem_pause(1);
     xt_mlp_zero_grad(s);
     xt_mlp_forward(s, d->x + (long)step * global_rows * s->dims[0], global_rows);
     xt_mlp_backward(s, xt_mlp_target_at(s, d->target, (long)step * global_rows), 1.0f, NULL, NULL);
@@ -252,6 +257,7 @@ void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
     double gap = 0.0;
     for (long i = 0; i < n; i++)
         gap = fmax(gap, fabs((double)s->params[i] - w[i]));
+    xti_mem_pause(0);
     char same[32] = "yes";
     if (ndiffer)
         snprintf(same, sizeof same, "no (%d of %d differ)", ndiffer, d->np);

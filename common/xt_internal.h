@@ -82,6 +82,8 @@ void xti_case_stats_begin(void);
 /* Writes stats, events and notes of the finished case, then clears them. */
 void xti_case_stats_write(const char *path, double seconds);
 void xti_mem_write(FILE *f); /* the M lines of a case record */
+/* While on, xt_alloc counts nothing: the harness's own buffers (a demo's twin model). */
+void xti_mem_pause(int on);
 void xti_note(const char *kind, const char *fmt, ...) XT_PRINTF(2, 3);
 /* Reports requests the case started and never completed, as RULE notes. */
 void xti_check_pending_requests(void);

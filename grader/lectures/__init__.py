@@ -2,7 +2,7 @@
 
 import importlib
 
-LECTURES = ["lc1_basic", "lc2_dp"]
+LECTURES = ["lc1_basic", "lc2_dp", "lc3_zero"]
 
 
 def resolve(lc):

@@ -1,0 +1,3 @@
+"""Lecture 3 tests: mixed (being written)."""
+
+MIXED_TESTS = []

@@ -1,0 +1,235 @@
+"""Lecture 3's data-parallel Adam and the three ZeRO stages: distributed_adam,
+adam_zero1, adam_zero2, adam_zero3.
+
+Each case trains a small MLP (grader/nn.py's twin of xt_mlp) for a few AdamW
+steps, with lecture 2's inputs: every step's global batch cut into each
+rank's consecutive rows, and initial weights w0 that only rank 0 has right
+(lc2_ddp.ddp_inputs). The reference is single-process full-batch AdamW from
+rank 0's weights in float64 (nn.Mlp.adam_steps), compared after every step;
+all ranks must hold bit-identical weights.
+
+Tolerance: |got - expected| <= 1e-5 (1 + |expected|), with Adam's eps = 1e-3.
+Adam divides by the gradient's own size, so a gradient that float32 gets only
+to a few digits (terms that cancel) moves its weight by lr times that
+relative error; with eps = 1e-8 we saw 4e-6 after 3 steps and a sign flip
+could cost 2 lr. eps = 1e-3 bounds the damage by lr |dg| / eps: the largest
+error over 20 seeds was under 3e-6 (most runs under 1e-6). A wrong shard
+boundary leaves weights unmoved, off by about lr = 0.01 per step.
+
+Memory: each program resets libxt's peaks after its init, so the peaks in the
+case record are those of the training steps. Per rank, with PHI parameters,
+shard S = ceil(PHI / np) and L the largest layer's parameter count (W and b):
+
+    stage          params        grads         optimizer
+    0 (DP Adam)    4 PHI         4 PHI         8 PHI
+    1              4 np S        4 PHI         8 S
+    2              4 np S        4 S + 4 L     8 S
+    3              4 S + 4 L     4 S + 4 L     8 S
+
+Each peak must be at most the formula (padding counted), and at least what
+the rank's own parameters need (count = its real share of PHI): a buffer
+allocated with malloc instead of xt_alloc is not counted and fails that.
+"""
+
+import numpy as np
+
+import nn
+from lectures.lc2_ddp import (STEPS, ddp_inputs, ddp_label, identical_on_all_ranks,
+                              model_of, training_case, allreduce_budget, MODELS)
+from spec import amount, make_cases, Relative, Test
+
+LR = "0.01"
+ADAM = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-3", "wd": "0.01"}
+NPS = (1, 2, 3, 4)
+# lc2's four models, and a 3-parameter one: at np=4 rank 3 owns nothing at all.
+ZERO_MODELS = MODELS + [("2,1", "relu", "mse")]
+
+
+def layout(case):
+    """(PHI, S, L): parameters, shard length and the largest layer's parameter count."""
+    m = model_of(case)
+    phi = m.nparams
+    shard = -(-phi // case.np)
+    largest = max(m.dims[l] * m.dims[l + 1] + m.dims[l + 1] for l in range(m.nlayers))
+    return phi, shard, largest
+
+
+def own_count(case, rank):
+    phi, shard, _ = layout(case)
+    return max(0, min(shard, phi - rank * shard))
+
+
+def stage_label(case):
+    phi, shard, _ = layout(case)
+    pad = shard * case.np - phi
+    return f"{ddp_label(case)} PHI={phi} shard={shard}" + (f" (+{pad} padding)" if pad else "")
+
+
+def adam_reference(case, inputs):
+    """Full-batch AdamW from rank 0's weights on the whole global batch of each step."""
+    m = model_of(case)
+    x = np.concatenate(inputs["x"], axis=1)
+    y = np.concatenate(inputs["y"], axis=1)
+    hp = {"lr": case["lr"], **{k: case[k] for k in ADAM}}
+    weights = m.adam_steps(inputs["w0"][0], [(x[s], y[s]) for s in range(STEPS)], hp)
+    out = {}
+    for s, w in enumerate(weights):
+        for name, off, shape in m.tensors:
+            out[f"step{s + 1}_{name}"] = w[off:off + int(np.prod(shape))]
+    return [out for _ in range(case.np)]
+
+
+def adam_tolerance(case, inputs, name, rank):
+    return Relative(1e-5, 1e-5)
+
+
+# --------------------------------------------------------------------- memory
+
+KIND_WHAT = {"params": "weights", "grads": "gradients", "optimizer": "Adam moments"}
+
+
+def memory_budget(stage, formulas):
+    """Per rank and kind, lo <= peak <= hi: formulas(case, rank) gives
+    {kind: (lo, hi, text)} in bytes, text the formula of hi."""
+    def rule(case, inputs, records):
+        for r, rec in enumerate(records):
+            for kind, (lo, hi, text) in formulas(case, r).items():
+                peak = rec.memory.get(kind, (0, 0))[1]
+                if peak > hi:
+                    return [(r, f"rank {r}'s {KIND_WHAT[kind]} ({kind}) peaked at {peak} B during "
+                                f"the steps; {stage} keeps at most {hi} B ({text})")]
+                if peak < lo:
+                    return [(r, f"rank {r}'s {KIND_WHAT[kind]} ({kind}) peaked at {peak} B, but "
+                                f"its share needs at least {lo} B: allocate them with "
+                                f"xt_alloc(XT_MEM_{kind.upper()}, ...) so that they are counted")]
+        return []
+    return rule
+
+
+def stage_memory(case, rank, stage):
+    phi, s, big = layout(case)
+    n, c = case.np, own_count(case, rank)
+    full = (4 * phi, 4 * phi, f"4 PHI = 4 x {phi}")
+    padded = (4 * phi, 4 * n * s, f"4 np S = 4 x {n} x {s}, padding included")
+    sharded = (4 * c + 4 * big, 4 * s + 4 * big, f"4 S + 4 L = 4 x {s} + 4 x {big}: the own "
+               f"shard and one layer")
+    moments_full = (8 * phi, 8 * phi, f"8 PHI = 8 x {phi}")
+    moments = (8 * c, 8 * s, f"8 S = 8 x {s}: m and v for the own shard only")
+    return {0: {"params": full, "grads": full, "optimizer": moments_full},
+            1: {"params": padded, "grads": full, "optimizer": moments},
+            2: {"params": padded, "grads": sharded, "optimizer": moments},
+            3: {"params": sharded, "grads": sharded, "optimizer": moments}}[stage]
+
+
+# ------------------------------------------------------------ communication
+
+ALLREDUCES = ("MPI_Allreduce", "MPI_Iallreduce", "MPI_Reduce", "MPI_Ireduce")
+REDUCE_SCATTERS = ("MPI_Reduce_scatter", "MPI_Reduce_scatter_block", "MPI_Ireduce_scatter",
+                   "MPI_Ireduce_scatter_block")
+ALLGATHERS = ("MPI_Allgather", "MPI_Allgatherv", "MPI_Iallgather", "MPI_Iallgatherv")
+
+
+def total(rec, fns, field="calls"):
+    return sum(getattr(rec.calls[fn], field) for fn in fns if fn in rec.calls)
+
+
+def no_allreduce(stage):
+    def rule(case, inputs, records):
+        for r, rec in enumerate(records):
+            used = [fn for fn in ALLREDUCES if fn in rec.calls and rec.calls[fn].calls]
+            if used:
+                return [(r, f"rank {r} called {used[0]} {amount(rec.calls[used[0]].calls, ' times')}"
+                            f": {stage} reduce-scatters the gradients (MPI_Reduce_scatter), so "
+                            f"that each rank receives only its shard's sum; an all-reduce gives "
+                            f"every rank all of it, the traffic and the memory stage 2 removes")]
+        return []
+    return rule
+
+
+def reduce_scatter_bytes(case, inputs, records):
+    phi = layout(case)[0]
+    want = 4 * phi * STEPS
+    for r, rec in enumerate(records):
+        got = total(rec, REDUCE_SCATTERS, "bytes_sent")
+        if got != want:
+            return [(r, f"rank {r} reduce-scattered {got} B in {STEPS} steps, expected {want} B: "
+                        f"every gradient exactly once per step, with MPI_Reduce_scatter")]
+    return []
+
+
+def allgather_budget(calls, what):
+    """calls(case) all-gather calls per rank over the case, sending sent(case, rank) bytes."""
+    def rule(case, inputs, records):
+        for r, rec in enumerate(records):
+            got, want = total(rec, ALLGATHERS), calls(case)
+            if got != want:
+                return [(r, f"rank {r} made {got} all-gather calls in {STEPS} steps, expected "
+                            f"{want}: {what}")]
+        return []
+    return rule
+
+
+def allgather_shard_bytes(case, inputs, records):
+    phi, s, _ = layout(case)
+    for r, rec in enumerate(records):
+        got, want = total(rec, ALLGATHERS, "bytes_sent"), 4 * s * STEPS
+        if got != want:
+            return [(r, f"rank {r} all-gathered {got} B of its own in {STEPS} steps, expected "
+                        f"{want} B: its shard of {s} floats, once per step")]
+    return []
+
+
+# ------------------------------------------------------------------- tests
+
+def stage_cases():
+    """Two models per world size; the 3-parameter model at np 3 and 4 (empty shards)."""
+    out = [training_case(n, ZERO_MODELS[(n + k) % 4], 1 + (n + 2 * k) % 3, lr=LR, **ADAM)
+           for n in NPS for k in range(2)]
+    out += [training_case(n, ZERO_MODELS[4], 2, lr=LR, **ADAM) for n in (3, 4)]
+    return out
+
+
+def stage_test(exercise, name, points, stage, rules, hint):
+    test = Test(exercise=exercise, name=name, points=points,
+                cases=lambda rng: make_cases(test, stage_cases()), inputs=ddp_inputs,
+                reference=adam_reference, tolerance=adam_tolerance, label=stage_label,
+                check=identical_on_all_ranks, check_first=True,
+                rules=[memory_budget(f"ZeRO-{stage}" if stage else "data-parallel Adam",
+                                     lambda c, r: stage_memory(c, r, stage))] + rules,
+                hint=hint)
+    return test
+
+
+DP_ADAM = stage_test(
+    "distributed_adam", "dp_adam_step", 10, 0,
+    [allreduce_budget(lambda c: STEPS, "one all-reduce of all gradients per step")],
+    hint="broadcast rank 0's weights once; each step all-reduce the gradients (MPI_SUM), "
+         "divide by np, and take the Adam step with moments that persist across steps")
+
+ZERO1 = stage_test(
+    "adam_zero1", "zero1_step", 15, 1,
+    [allreduce_budget(lambda c: STEPS, "one all-reduce of all gradients per step"),
+     allgather_budget(lambda c: STEPS, "one all-gather of the updated shards per step"),
+     allgather_shard_bytes],
+    hint="shard = ceil(nparams / np), rank r owns [r shard, (r+1) shard) clipped to nparams; "
+         "moments for the shard only; after the update, all-gather shard floats per rank into "
+         "the padded parameters")
+
+ZERO2 = stage_test(
+    "adam_zero2", "zero2_step", 15, 2,
+    [no_allreduce("ZeRO-2"), reduce_scatter_bytes,
+     allgather_budget(lambda c: STEPS, "one all-gather of the updated shards per step"),
+     allgather_shard_bytes],
+    hint="backward one layer at a time into a layer-sized buffer, and MPI_Reduce_scatter "
+         "each layer's gradient with counts = the part of the layer inside each rank's shard")
+
+ZERO3 = stage_test(
+    "adam_zero3", "zero3_step", 20, 3,
+    [no_allreduce("ZeRO-3"), reduce_scatter_bytes,
+     allgather_budget(lambda c: 2 * model_of(c).nlayers * STEPS,
+                      "each layer's weights gathered twice per step, just before its forward "
+                      "and again just before its backward")],
+    hint="keep only the own shard of the weights; gather a layer (MPI_Allgatherv) right "
+         "before its forward and again before its backward, and xt_free it right after")
+
+STAGE_TESTS = [DP_ADAM, ZERO1, ZERO2, ZERO3]

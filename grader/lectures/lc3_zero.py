@@ -1,0 +1,16 @@
+"""Lecture 3, ZeRO: one entry per function a student writes.
+
+Every expected value is single-process NumPy (grader/nn.py) in float64: Adam
+on the plain definition, and full-batch training on the whole global batch;
+the memory each rank reports (libxt's xt_alloc accounting) is checked against
+the per-stage formulas of docs/lc3_zero.md.
+"""
+
+from lectures.lc3_adam import ADAM_TESTS
+from lectures.lc3_stages import STAGE_TESTS
+from lectures.lc3_mixed import MIXED_TESTS
+from lectures.lc3_checkpoint import CHECKPOINT_TESTS
+
+LECTURE = "lc3_zero"
+
+TESTS = ADAM_TESTS + STAGE_TESTS + MIXED_TESTS + CHECKPOINT_TESTS
