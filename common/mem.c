@@ -115,17 +115,24 @@ void xti_mem_write(FILE *f)
 
 void xt_mem_print(MPI_Comm comm, const char *title)
 {
+    /* The kinds some rank used, so that every rank prints the same columns. */
+    unsigned long mine[XT_MEM_KINDS], most[XT_MEM_KINDS];
+    for (int k = 0; k < XT_MEM_KINDS; k++)
+        mine[k] = peak[k];
+    PMPI_Allreduce(mine, most, XT_MEM_KINDS, MPI_UNSIGNED_LONG, MPI_MAX, comm);
     char line[256];
     int n = 0;
     for (int k = 0; k < XT_MEM_KINDS; k++)
-        n += snprintf(line + n, sizeof line - (size_t)n, " %11zu", peak[k]);
+        if (most[k])
+            n += snprintf(line + n, sizeof line - (size_t)n, " %11zu", peak[k]);
     snprintf(line + n, sizeof line - (size_t)n, " %11zu\n", peak_total);
     int rank;
     PMPI_Comm_rank(comm, &rank);
     if (rank == 0) {
-        printf("%s: peak bytes per rank\n      ", title);
+        printf("%s: peak bytes per rank\n    ", title);
         for (int k = 0; k < XT_MEM_KINDS; k++)
-            printf(" %11s", kind_names[k]);
+            if (most[k])
+                printf(" %11s", kind_names[k]);
         printf(" %11s\n", "total");
         fflush(stdout);
     }
