@@ -26,8 +26,9 @@ shard S = ceil(PHI / np) and L the largest layer's parameter count (W and b):
     2              4 np S        4 S + 4 L     8 S
     3              4 S + 4 L     4 S + 4 L     8 S
 
-Each peak must be at most the formula (padding counted), and at least what
-the rank's own parameters need (count = its real share of PHI): a buffer
+Each peak must be at most the formula (padding counted), and at least the
+rank's real share (count = its part of PHI, so 8 count for the moments, and
+4 count + 4 L where one layer is gathered or reduced at a time): a buffer
 allocated with malloc instead of xt_alloc is not counted and fails that.
 """
 

@@ -10,7 +10,8 @@
  *
  * so a model of PHI parameters costs 16 PHI bytes on each of the np ranks,
  * and adding ranks makes the batch bigger, never the model. ZeRO (the next
- * three programs) removes that redundancy one buffer at a time:
+ * three programs) removes that redundancy one buffer at a time (roughly:
+ * the exact figures add padding and one layer, see each program):
  *
  *                      weights   gradients   Adam m, v
  *     this program     4 PHI     4 PHI       8 PHI
