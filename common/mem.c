@@ -43,8 +43,7 @@ void *xt_alloc_at(xt_mem_kind kind, size_t bytes, const char *file, int line)
         xt_die_at(file, line, "xt_alloc: %d is not a memory kind (XT_MEM_PARAMS ...)", (int)kind);
     header *h = calloc(1, sizeof(header) + (bytes ? bytes : 1));
     if (!h)
-        xt_die_at(file, line, "out of memory allocating %zu bytes of %s", bytes,
-                  kind_names[kind]);
+        xt_die_at(file, line, "out of memory allocating %zu bytes of %s", bytes, kind_names[kind]);
     h->magic = MAGIC;
     h->bytes = bytes;
     h->kind = kind;
@@ -80,7 +79,11 @@ void xt_free_at(void *p, const char *file, int line)
 
 size_t xt_alloc_size(const void *p)
 {
-    return p ? ((const header *)p - 1)->bytes : 0;
+    if (!p)
+        return 0;
+    const header *h = (const header *)p - 1;
+    XT_CHECK(h->magic == MAGIC, "xt_alloc_size: %p was not allocated by xt_alloc", p);
+    return h->bytes;
 }
 
 size_t xt_mem_current(xt_mem_kind kind)
@@ -129,7 +132,7 @@ void xt_mem_print(MPI_Comm comm, const char *title)
     int rank;
     PMPI_Comm_rank(comm, &rank);
     if (rank == 0) {
-        printf("%s: peak bytes per rank\n    ", title);
+        printf("%s: peak bytes per rank\n     ", title);
         for (int k = 0; k < XT_MEM_KINDS; k++)
             if (most[k])
                 printf(" %11s", kind_names[k]);

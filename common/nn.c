@@ -389,6 +389,8 @@ void xt_mlp_forward_begin(xt_mlp *m, const float *x, int rows)
 
 void xt_mlp_forward_layer(xt_mlp *m, int l, const float *layer_params)
 {
+    XT_CHECK(l >= 0 && l < m->nlayers, "xt_mlp_forward_layer(%d): the model has layers 0 to %d", l,
+             m->nlayers - 1);
     XT_CHECK(l == m->next_forward,
              "xt_mlp_forward_layer(%d): layers run forward in order from 0 after "
              "xt_mlp_forward_begin; layer %d is next",
@@ -439,7 +441,13 @@ float xt_mlp_loss_grad(xt_mlp *m, const void *target, float scale)
 
 void xt_mlp_backward_layer(xt_mlp *m, int l, const float *layer_params, float *layer_grads)
 {
-    XT_CHECK(l == m->next_backward && l >= 0,
+    XT_CHECK(l >= 0 && l < m->nlayers, "xt_mlp_backward_layer(%d): the model has layers 0 to %d", l,
+             m->nlayers - 1);
+    XT_CHECK(m->next_backward >= 0,
+             "xt_mlp_backward_layer(%d): no backward under way: call xt_mlp_loss_grad after the "
+             "forward first (backward runs once per forward)",
+             l);
+    XT_CHECK(l == m->next_backward,
              "xt_mlp_backward_layer(%d): layers run backward from the last after "
              "xt_mlp_loss_grad; layer %d is next",
              l, m->next_backward);

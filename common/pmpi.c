@@ -1408,7 +1408,8 @@ int MPI_Iallgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_
 int MPI_Allgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[],
                    const int displs[], MPI_Datatype rt, MPI_Comm comm)
 {
-    coll(FN(MPI_Allgatherv), gatherv_sent(s, sc, st, rcs, rt, comm), sum_counts(rcs, comm_size(comm), rt), comm);
+    coll(FN(MPI_Allgatherv), gatherv_sent(s, sc, st, rcs, rt, comm),
+         sum_counts(rcs, comm_size(comm), rt), comm);
     return leave(PMPI_Allgatherv(s, sc, st, r, rcs, displs, rt, comm));
 }
 

@@ -97,23 +97,27 @@ static float *gather_pieces(MPI_Comm comm, long nparams, const float *shard, lon
     for (int r = 0; r < np; r++)
         total += all[2 * r + 1] > 0 ? all[2 * r + 1] : 0;
     float *pieces = xt_malloc(sizeof(float) * (size_t)(total + 1));
-    int *counts = xt_malloc(sizeof(int) * (size_t)np), *displs = xt_malloc(sizeof(int) * (size_t)np);
+    int *counts = xt_malloc(sizeof(int) * (size_t)np),
+        *displs = xt_malloc(sizeof(int) * (size_t)np);
     for (int r = 0, at = 0; r < np; r++) {
         counts[r] = all[2 * r + 1] > 0 ? (int)all[2 * r + 1] : 0;
         displs[r] = at;
         at += counts[r];
     }
-    PMPI_Allgatherv(shard, count > 0 ? (int)count : 0, MPI_FLOAT, pieces, counts, displs,
-                    MPI_FLOAT, comm);
+    PMPI_Allgatherv(shard, count > 0 ? (int)count : 0, MPI_FLOAT, pieces, counts, displs, MPI_FLOAT,
+                    comm);
     float *full = xt_malloc(sizeof(float) * (size_t)(nparams + 1));
-    for (long i = 0; i < nparams; i++)
-        full[i] = NAN;
+    char *hits = xt_calloc((size_t)nparams + 1, 1);
     for (int r = 0; r < np; r++)
         for (long i = 0; i < counts[r]; i++) {
             long at = all[2 * r] + i;
-            if (at >= 0 && at < nparams)
-                full[at] = full[at] == full[at] ? NAN : pieces[displs[r] + i];
+            if (at >= 0 && at < nparams && hits[at]++ == 0)
+                full[at] = pieces[displs[r] + i];
         }
+    for (long i = 0; i < nparams; i++)
+        if (hits[i] != 1)
+            full[i] = NAN; /* nobody's, or claimed twice */
+    free(hits);
     free(all);
     free(pieces);
     free(counts);
@@ -267,9 +271,9 @@ void xt_train_demo_report(xt_train_demo *d, int step, float local_loss)
 
 void xt_train_demo_end(xt_train_demo *d)
 {
-    xt_printf_ordered(d->comm, "final weights hash %08x\n",
-                      weights_hash(d->model.params ? d->model.params : d->gathered,
-                                   d->model.nparams));
+    xt_printf_ordered(
+        d->comm, "final weights hash %08x\n",
+        weights_hash(d->model.params ? d->model.params : d->gathered, d->model.nparams));
     xt_mpi_stats after = xt_mpi_stats_get(NULL);
     if (d->rank == 0 && d->steps > 0) {
         /* The collectives a training step makes (the lessons' one-time broadcasts left out). */

@@ -268,8 +268,8 @@ const char *xt_case_fn(const xt_case *c); /* the function under test */
 int xt_case_is(const xt_case *c, const char *fn);
 const char *xt_case_str(const xt_case *c, const char *key); /* dies if absent */
 int xt_case_has(const xt_case *c, const char *key);
-long xt_case_int(const xt_case *c, const char *key);        /* dies if absent */
-MPI_Op xt_case_op(const xt_case *c);                        /* key "op": sum, max, ... */
+long xt_case_int(const xt_case *c, const char *key); /* dies if absent */
+MPI_Op xt_case_op(const xt_case *c);                 /* key "op": sum, max, ... */
 
 /*
  * This rank's input `name`, in a buffer with guard bytes on both sides that

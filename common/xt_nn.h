@@ -240,8 +240,8 @@ void xt_zero_state_free(xt_zero_state *z);
  * harness of zero_checkpoint.c, not an answer to adam_zero1.c. Returns the
  * local loss.
  */
-float xt_zero1_train_step(xt_zero_state *z, xt_mlp *m, const float *x, const void *target,
-                          int rows, const xt_adam *h, MPI_Comm comm);
+float xt_zero1_train_step(xt_zero_state *z, xt_mlp *m, const float *x, const void *target, int rows,
+                          const xt_adam *h, MPI_Comm comm);
 
 /* ---------------------------------------------------------------- bf16 */
 
@@ -253,7 +253,7 @@ float xt_zero1_train_step(xt_zero_state *z, xt_mlp *m, const float *x, const voi
  */
 float xt_bf16_round(float x);
 void xt_bf16_round_array(float *out, const float *in, long n); /* out may be in */
-int xt_all_finite(const float *x, long n);                      /* no inf, no NaN */
+int xt_all_finite(const float *x, long n);                     /* no inf, no NaN */
 
 /* ---------------------------------------------------- training harnesses */
 
@@ -309,8 +309,8 @@ typedef struct {
     float *x;     /* steps x (np rows) x dims[0], the whole data set */
     void *target; /* steps x (np rows) targets */
     xt_mpi_stats before;
-    xt_adam adam;        /* --lr --beta1 --beta2 --eps --wd */
-    int adam_twin;       /* the twin trains with Adam (xt_train_demo_use_adam) */
+    xt_adam adam;  /* --lr --beta1 --beta2 --eps --wd */
+    int adam_twin; /* the twin trains with Adam (xt_train_demo_use_adam) */
     float *twin_m, *twin_v;
     float *gathered; /* xt_train_demo_gather_shards' copy, when params are sharded */
 } xt_train_demo;

@@ -14,7 +14,17 @@ Three checks, each of which `make test` records on its own line:
      (nn.finite_difference_check).
   3. Negative control: both checks fail when nn.py is subtly wrong (a GELU
      derivative without its factor 3, a cross-entropy gradient summed over
-     the rows instead of averaged), so that their passing means something.
+     the rows instead of averaged), so that their passing means something;
+     and the comparison with C fails on a bf16 rounding with ties away from
+     zero or with NaN rounded like a number, on Adam without its bias
+     correction, and on AdamW's decay applied after the update.
+
+Beside the comparisons, test_nn checks in C that the layer-by-layer MLP API
+(own buffers per layer) gives the bits of xt_mlp_forward/backward, and
+check 1 runs `test_nn --die MODE` to see the layer API called out of order
+stop with its message (OUT_OF_ORDER). bf16 rounding must be bit-exact, and
+nn.bf16_round is itself checked against rounding done by arithmetic
+(bf16_reference).
 
 Tolerances (float32 results against the float64 reference, elementwise):
   - GEMM and the linear layer: |got - ref| <= 1e-5 * S, S being the same
@@ -29,13 +39,16 @@ Tolerances (float32 results against the float64 reference, elementwise):
   - the MLP: the whole tensor at once, |got - ref| <= 1e-5 max(1, max |ref|):
     the error of a chain of float32 products is relative to the tensor's
     size, not to each element (a near-zero sum may lose every digit).
+  - Adam: 1e-6 of what the weight has been through, see ADAM_RTOL.
 Buffers the C side must overwrite start as NaN; those it must not touch
 (a NULL gradient) must come back as they went in.
 """
 
 import argparse
+import concurrent.futures
 import contextlib
 import os
+import re
 import shutil
 import sys
 import time
@@ -211,8 +224,80 @@ def generate(d, rng):
         c.add("mlp", dict(dims=",".join(map(str, dims)), act=act, loss=loss,
                           seed=int(rng.integers(0, 1 << 62)), batches=batches,
                           scale=[1.0, 0.5, 0.3, 2.0][t % 4]), **inputs)
+    generate_bf16(c, rng)
+    generate_adam(c, rng, normal)
+    generate_layers(c, rng, normal)
     c.write()
     return c.cases
+
+
+def bits(*words):
+    return np.array(words, dtype=np.uint32).view(np.float32)
+
+
+# Float32 bit patterns around bf16's rounding cases: the low 16 bits are what is dropped,
+# 0x8000 of them an exact tie, decided by the lowest kept bit (bit 16: even 0, odd 1).
+BF16_SPECIAL = [
+    0x3f800000, 0x3f808000, 0x3f818000,  # 1.0; 1 + 2^-8 (tie, even: down); tie, odd: up
+    0x3f807fff, 0x3f808001, 0x3f817fff, 0x3f818001,  # just below and above both ties
+    0xbf808000, 0xbf818000, 0xbf808001, 0xbf807fff,  # the same, negative
+    0x00000000, 0x80000000,  # +0, -0
+    0x00000001, 0x80000001, 0x00008000, 0x00018000, 0x00007fff, 0x00008001,  # subnormals
+    0x007f8000, 0x007fffff, 0x807fffff,  # subnormals that round up to the smallest normal
+    0x7f7f0000, 0x7f7f7fff, 0x7f7f8000, 0x7f7fffff,  # largest bf16; ties past it: infinity
+    0xff7f7fff, 0xff7f8000, 0xff7fffff, 0x7f7e8000,  # ... negative; an even tie below it
+    0x7f800000, 0xff800000,  # +-inf
+    0x7fc00000, 0xffc00000, 0x7f800001, 0x7fbfffff, 0x7fffffff, 0xffffffff,  # NaNs, quiet
+    0x7f808000, 0xff80ffff,  # and signalling ones whose payload is only in the dropped bits
+]
+
+
+def generate_bf16(c, rng):
+    c.add("bf16", {}, x=bits(*BF16_SPECIAL))
+    # Any bits at all (NaNs, subnormals, infinities included), then normals of every
+    # magnitude, then the same with their low 16 bits set to a tie and its neighbours.
+    c.add("bf16", {}, x=rng.integers(0, 1 << 32, 20000, dtype=np.uint64).astype(
+        np.uint32).view(np.float32))
+    x = f32(rng.normal(size=6000) * 10.0 ** rng.uniform(-45, 37.5, 6000))
+    c.add("bf16", {}, x=x)
+    hi = x.view(np.uint32) & np.uint32(0xffff0000)
+    low = rng.choice(np.array([0x8000, 0x7fff, 0x8001, 0x0000, 0xffff], np.uint32), x.size)
+    c.add("bf16", {}, x=(hi | low).view(np.float32))
+    c.add("bf16", {}, x=f32([]))
+
+
+def generate_adam(c, rng, normal):
+    for t in range(16):
+        n = [1, 0, 7][t] if t < 3 else int(rng.integers(1, 300))
+        steps = [1, 20][t % 2] if t < 4 else int(rng.integers(1, 21))
+        hp = dict(lr=float(rng.choice([1e-3, 0.01, 0.1, 0.5])),
+                  beta1=float(rng.choice([0.9, 0.9, 0.5, 0.0])),
+                  beta2=float(rng.choice([0.999, 0.999, 0.95, 0.5])),
+                  eps=float(rng.choice([1e-8, 1e-6, 1e-3, 0.1])),
+                  wd=0.0 if t % 2 else float(rng.choice([0.01, 0.1, 0.5])))
+        # Gradients of every size, some exactly zero; a resumed run starts from moments.
+        g = normal(steps, n) * f32(10.0 ** rng.uniform(-6, 2, (steps, n)))
+        g[rng.random((steps, n)) < 0.05] = 0
+        resumed = t % 3 == 2
+        m0 = normal(n) * 0.1 if resumed else f32(np.zeros(n))
+        v0 = np.abs(normal(n)) * 0.01 if resumed else f32(np.zeros(n))
+        c.add("adam", dict(steps=steps, step0=int(rng.integers(2, 1000)) if resumed else 1, **hp),
+              p=normal(n), g=g, m0=m0, v0=v0)
+
+
+def generate_layers(c, rng, normal):
+    for t in range(8):
+        nl = 1 + t % 4
+        dims = [int(rng.integers(1, 10)) for _ in range(nl + 1)]
+        act, loss = ("relu", "gelu")[t // 2 % 2], ("mse", "ce")[t // 4 % 2]
+        inputs = dict(g0=normal(sum(dims[i] * dims[i + 1] + dims[i + 1] for i in range(nl))))
+        for b, rows in enumerate((int(rng.integers(1, 5)), int(rng.integers(5, 9)))):
+            inputs[f"x{b}"] = normal(rows, dims[0])
+            inputs[f"t{b}"] = (rng.integers(0, dims[-1], rows).astype(np.int32)
+                               if loss == "ce" else normal(rows, dims[-1]))
+        c.add("layers", dict(dims=",".join(map(str, dims)), act=act, loss=loss,
+                             seed=int(rng.integers(0, 1 << 62)), drop=(t + t // 4) % 2,
+                             scale=[1.0, 0.5, 2.0, 0.3][t % 4]), **inputs)
 
 
 # ------------------------------------------------------------------- judging
@@ -352,6 +437,124 @@ def judge_mlp(p, x, out):
     return problems
 
 
+def bf16_reference(x):
+    """Round to nearest bfloat16, ties to even, by arithmetic in float64 (not by bits, as
+    nn.bf16_round does): 8 significant bits, subnormals below 2^-126, past the largest
+    bf16 ((2 - 2^-7) 2^127) infinity; NaN and infinities as they are."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(invalid="ignore"):  # signalling NaNs
+        xd = x.astype(np.float64)
+    out = xd.copy()
+    fin = np.isfinite(xd)
+    a = np.abs(xd[fin])
+    _, e = np.frexp(a)  # a = f 2^e, f in [0.5, 1): the leading bit is 2^(e-1)
+    ulp = np.ldexp(1.0, np.maximum(e - 1, -126) - 7)
+    q = np.rint(a / ulp) * ulp  # exact: a / ulp has at most 24 significant bits
+    q[q > (2 - 2.0 ** -7) * 2.0 ** 127] = np.inf
+    out[fin] = np.copysign(q, xd[fin])
+    return out.astype(np.float32)
+
+
+def exact_bits(what, got, ref, x):
+    """exact() for float32, saying which input and showing the bits in hex."""
+    got, ref = np.asarray(got, np.float32), np.asarray(ref, np.float32)
+    if got.shape != ref.shape:
+        return f"{what}: shape {got.shape}, expected {ref.shape}"
+    diff = np.flatnonzero(got.view(np.uint32) != ref.view(np.uint32))
+    if not diff.size:
+        return None
+    i = int(diff[0])
+    xb, gb, rb = (int(a.view(np.uint32)[i]) for a in (x, got, ref))
+    return (f"{what}: [{i}] x = {xb:#010x} ({x[i]!r}): expected {rb:#010x} ({ref[i]!r}) "
+            f"got {gb:#010x} ({got[i]!r}) ({diff.size} differ)")
+
+
+def judge_bf16(p, x, out):
+    xs = x["x"]
+    ref = nn.bf16_round(xs)
+    y = out("y")
+    problems = [exact_bits("xt_bf16_round", y, ref, xs),
+                exact_bits("xt_bf16_round_array", out("y_array"), ref, xs),
+                exact_bits("xt_bf16_round_array in place", out("y_inplace"), ref, xs),
+                exact("xt_all_finite of each element", out("finite_each"),
+                      np.isfinite(xs).astype(np.int32)),
+                exact("xt_all_finite of x, of bf16(x), of nothing", out("finite_all"),
+                      np.array([np.isfinite(xs).all(), np.isfinite(ref).all(), 1], np.int32))]
+    # nn.bf16_round itself against rounding done by arithmetic; NaN must stay NaN.
+    indep = bf16_reference(xs)
+    nan = np.isnan(xs)
+    problems.append(exact_bits("nn.bf16_round against rounding by arithmetic (non-NaN)",
+                               ref[~nan], indep[~nan], xs[~nan]))
+    if not np.isnan(ref[nan]).all() or not np.isnan(y[nan]).all():
+        problems.append(f"a NaN did not stay NaN: nn.py {ref[nan][~np.isnan(ref[nan])][:3]}, "
+                        f"C {y[nan][~np.isnan(y[nan])][:3]}")
+    if not nn.is_bf16(y).all():
+        problems.append("xt_bf16_round returned floats that are not bf16 values (low bits set)")
+    return problems
+
+
+def adam_hp(p):
+    return {k: float(np.float32(p[k])) for k in ("lr", "beta1", "beta2", "eps", "wd")}
+
+
+def judge_adam(p, x, out):
+    hp = adam_hp(p)
+    w, m, v = (x[k].astype(np.float64) for k in ("p", "m0", "v0"))
+    g = x["g"].astype(np.float64)
+    got = out("p_steps")
+    if got.shape != g.shape:
+        return [f"p_steps: shape {got.shape}, expected {g.shape}"]
+    problems = []
+    moved = np.zeros_like(w)  # sum over the steps so far of |p| + |the step's update|
+    gmax = np.zeros_like(w)
+    for t in range(p["steps"]):
+        before = w
+        w, m, v = nn.adam_update(w, g[t], m, v, p["step0"] + t, hp)
+        moved = moved + np.abs(before) + np.abs(before * (1 - hp["lr"] * hp["wd"]) - w)
+        gmax = np.maximum(gmax, np.abs(g[t]))
+        problems.append(compare(f"params after step {p['step0'] + t}", got[t], w,
+                                ADAM_RTOL * moved))
+    t = p["steps"]
+    problems.append(compare("m", out("m"), m, ADAM_RTOL * t * (np.abs(m) + gmax)))
+    problems.append(compare("v", out("v"), v, ADAM_RTOL * t * (np.abs(v) + gmax ** 2)))
+    return [pr for pr in problems if pr][:3]
+
+
+# Adam in float32 against float64. Each step rounds the weight (|p| 2^-24) and computes
+# its update lr mhat / (sqrt(vhat) + eps) to a few ulps, so the error after t steps is
+# bounded by a multiple of the sum over the steps of |p| + |update|; likewise
+# t (|m| + max |g|) for the moment m and t (|v| + max g^2) for v. Measured over seed
+# 20261122 and 60 others: at most 2.2e-7 of that sum (4 float32 ulps), and 1.1e-7 for
+# the moments. The checks allow 1e-6; a slip in the update (a missing bias correction,
+# the decay applied after the step, eps inside the square root) is off by far more.
+ADAM_RTOL = 1e-6
+
+
+def judge_layers(p, x, out):
+    dims = [int(v) for v in p["dims"].split(",")]
+    m = nn.Mlp(dims, p["act"], p["loss"])
+    offs = {name: (off, int(np.prod(shape))) for name, off, shape in m.tensors}
+    ranges = np.array([[offs[f"W{l}"][0], offs[f"W{l}"][1] + offs[f"b{l}"][1]]
+                       for l in range(m.nlayers)], dtype=np.int64)
+    problems = [exact("xt_mlp_layer_offset, xt_mlp_layer_count", out("ranges"), ranges)]
+    params = out("params").astype(np.float64)
+    scale = float(np.float32(p["scale"]))
+    total = x["g0"].astype(np.float64)
+    losses = []
+    for b in range(2):
+        xb, tb = x[f"x{b}"], x[f"t{b}"]
+        tb = tb if p["loss"] == "ce" else tb.astype(np.float64)
+        y, _ = m.forward(params, xb)
+        problems.append(compare(f"batch {b} output, layer by layer", out(f"y{b}"), y, mlp_tol(y)))
+        loss, g = m.loss_and_grads(params, xb, tb)
+        losses.append(loss)
+        total = total + scale * g
+    problems.append(compare("losses", out("loss"), losses, mlp_tol(losses)))
+    problems.append(compare("per-layer gradient buffers after two batches", out("grads"), total,
+                            mlp_tol(total)))
+    return problems
+
+
 def judge(cases, d, kinds=None):
     """Problems of the C outputs in d against nn.py, one line each."""
     problems = []
@@ -380,6 +583,34 @@ def judge(cases, d, kinds=None):
 
 # -------------------------------------------------------------------- checks
 
+# The layer API out of order (test_nn --die MODE): what libxt must say before it stops.
+OUT_OF_ORDER = {
+    "forward_skip": r"xt_mlp_forward_layer\(1\): layers run forward in order from 0 .*"
+                    r"layer 0 is next",
+    "forward_past_end": r"xt_mlp_forward_layer\(2\): the model has layers 0 to 1",
+    "loss_early": r"xt_mlp_loss_grad: run all 2 layers forward first",
+    "backward_before_loss": r"xt_mlp_backward_layer\(1\): no backward under way: call "
+                            r"xt_mlp_loss_grad",
+    "backward_skip": r"xt_mlp_backward_layer\(0\): .* layer 1 is next",
+}
+
+
+def out_of_order(exe=EXE):
+    """Problems, one line each: every mode must end the run with its ERROR message.
+    One rank, started directly (no mpirun: its abort alone takes a second)."""
+    def one(mode):
+        r = launch.run([exe, "--die", mode], timeout=60)
+        pattern = r"\[xt\] rank 0 ERROR: common/nn\.c:\d+: " + OUT_OF_ORDER[mode]
+        if r.returncode != 0 and re.search(pattern, r.output):
+            return None
+        said = [ln for ln in r.output.splitlines() if "ERROR" in ln or "SURVIVED" in ln]
+        return (f"test_nn --die {mode}: exit {r.returncode}, expected an ERROR matching "
+                f"'{OUT_OF_ORDER[mode]}': " + (" | ".join(said) or "no message"))
+
+    with concurrent.futures.ThreadPoolExecutor(len(OUT_OF_ORDER)) as pool:
+        return [bad for bad in pool.map(one, OUT_OF_ORDER) if bad]
+
+
 def c_versus_numpy(exe=EXE, work=None, seed=SEED):
     """(ok, lines, cases, dir): every case through the C binary, judged against nn.py."""
     d = work or os.path.join("build", "selftest", "nn")
@@ -393,6 +624,7 @@ def c_versus_numpy(exe=EXE, work=None, seed=SEED):
     if r.returncode != 0 and not lines:
         lines = [f"{exe} {d}: exit {r.returncode}"] + r.output.strip().splitlines()[-10:]
     lines += judge(cases, d)
+    lines += out_of_order(exe)
     return not lines, lines, cases, d
 
 
@@ -427,10 +659,37 @@ def ce_summed(original, logits, labels):
     return loss, d * logits.shape[0]
 
 
+def bf16_ties_away(original, x):
+    """Ties rounded away from zero (add 0x8000), not to even: the usual slip."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    nan = ((u & 0x7f800000) == 0x7f800000) & ((u & 0x007fffff) != 0)
+    r = np.where(nan, u | 0x00400000, u + 0x8000) & 0xffff0000
+    return r.astype(np.uint32).view(np.float32)
+
+
+def bf16_nan_as_number(original, x):
+    """NaN rounded like any number: a NaN whose payload is in the dropped bits becomes
+    infinity, and 0x7fffffff carries into the sign."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    r = (u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000
+    return r.astype(np.uint32).view(np.float32)
+
+
+def adam_no_bias_correction(original, w, g, m, v, t, hp):
+    """Adam without its bias correction (1 - beta^t)."""
+    return original(w, g, m, v, 1 << 30, hp) if t else original(w, g, m, v, t, hp)
+
+
+def adam_decay_after(original, w, g, m, v, t, hp):
+    """AdamW's decay applied to the updated weights instead of the old ones."""
+    w2, m2, v2 = original(w, g, m, v, t, dict(hp, wd=0.0))
+    return w2 * (1 - float(hp["lr"]) * float(hp["wd"])), m2, v2
+
+
 def negative_control(cases=None, d=None, seed=SEED):
     """(ok, lines): the checks above fail on a wrong nn.py, and nn.py is restored after."""
     lines = []
-    before = (nn.act_backward, nn.cross_entropy_loss)
+    before = (nn.act_backward, nn.cross_entropy_loss, nn.bf16_round, nn.adam_update)
     for name, wrong, what in (("act_backward", gelu_without_3, "GELU' without its factor 3"),
                               ("cross_entropy_loss", ce_summed, "cross-entropy gradient summed")):
         with patched(name, wrong):
@@ -440,7 +699,20 @@ def negative_control(cases=None, d=None, seed=SEED):
             lines.append(f"{what}: finite_difference_check found nothing wrong")
         if c is not None and not c:
             lines.append(f"{what}: C still agrees with the wrong nn.py")
-    if (nn.act_backward, nn.cross_entropy_loss) != before:
+    # What finite differences cannot see: only the comparison with C (and, for bf16, with
+    # rounding by arithmetic) catches these.
+    for name, wrong, what, kind in (
+            ("bf16_round", bf16_ties_away, "bf16 ties away from zero", "bf16"),
+            ("bf16_round", bf16_nan_as_number, "bf16 rounding NaN like a number", "bf16"),
+            ("adam_update", adam_no_bias_correction, "Adam without bias correction", "adam"),
+            ("adam_update", adam_decay_after, "AdamW decay after the update", "adam")):
+        if not cases:
+            break
+        with patched(name, wrong):
+            c = judge(cases, d, kinds=(kind,))
+        if not c:
+            lines.append(f"{what}: C still agrees with the wrong nn.py")
+    if (nn.act_backward, nn.cross_entropy_loss, nn.bf16_round, nn.adam_update) != before:
         lines.append("nn.py was not restored")
     return not lines, lines
 
@@ -457,8 +729,8 @@ def run(build_dir="build", seed=SEED, work=None):
     lines = [f"{'ok  ' if ok1 else 'FAIL'}  C agrees with nn.py: {len(cases)} cases "
              f"({', '.join(kinds)}) ({t1:.1f} s)",
              f"{'ok  ' if ok2 else 'FAIL'}  nn.py's gradients match central finite differences",
-             f"{'ok  ' if ok3 else 'FAIL'}  negative control: a wrong GELU' and a wrong "
-             f"cross-entropy gradient are caught"]
+             f"{'ok  ' if ok3 else 'FAIL'}  negative control: a wrong GELU', cross-entropy "
+             f"gradient, bf16 rounding and Adam in nn.py are caught"]
     lines += ["      " + ln for ln in bad1 + bad2 + bad3]
     return ok1 and ok2 and ok3, lines
 

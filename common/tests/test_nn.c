@@ -20,15 +20,26 @@
  *     sgd      p g                     out
  *     mlp      g0 x0 t0 [x1 t1]        params layout names dims y0 [y1] loss grads
  *                                      hook_layers hook_grads loss_only grads_plain
+ *     bf16     x                       y y_array y_inplace finite_each finite_all
+ *     adam     p g m0 v0               p_steps (after each step) m v
+ *     layers   g0 x0 t0 x1 t1          ranges y0 y1 loss grads
  *
  * The judging happens in Python, where the reference is; this side checks
  * only what NumPy cannot see (the hook's model pointer, the names of
- * activations and losses). Buffers that a function must overwrite start as
- * NaN, so that reading them instead shows up in the result.
+ * activations and losses, and that the layer-by-layer MLP API, with each
+ * layer's weights and gradients in a buffer of its own, gives the very bits
+ * of xt_mlp_forward/xt_mlp_backward). Buffers that a function must overwrite
+ * start as NaN, so that reading them instead shows up in the result.
+ *
+ *     test_nn --die MODE  calls the layer API out of order, which must stop
+ *                         the run with a clear message (nntest.py checks it):
+ *                         forward_skip forward_past_end loss_early
+ *                         backward_before_loss backward_skip
  */
 #include "xt_nn.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,6 +383,261 @@ static void run_mlp(const test_case *c)
         FAIL("xt_mlp_free left pointers behind");
 }
 
+/* ----------------------------------------------------------------- bf16 */
+
+static void run_bf16(const test_case *c)
+{
+    xt_array x;
+    const float *xs = floats(c, "x", &x);
+    long n = x.count;
+    float *y = nans(n), *arr = nans(n), *inplace = xt_malloc(sizeof(float) * (size_t)(n + 1));
+    int32_t *each = xt_malloc(sizeof(int32_t) * (size_t)(n + 1)), all[3];
+    for (long i = 0; i < n; i++) {
+        y[i] = xt_bf16_round(xs[i]);
+        each[i] = xt_all_finite(xs + i, 1);
+    }
+    xt_bf16_round_array(arr, xs, n);
+    memcpy(inplace, xs, sizeof(float) * (size_t)n);
+    xt_bf16_round_array(inplace, inplace, n); /* documented: out may be in */
+    all[0] = xt_all_finite(xs, n);
+    all[1] = xt_all_finite(y, n);
+    all[2] = xt_all_finite(xs, 0);
+    save(c, "y", y, XT_F32, n, -1);
+    save(c, "y_array", arr, XT_F32, n, -1);
+    save(c, "y_inplace", inplace, XT_F32, n, -1);
+    save(c, "finite_each", each, XT_I32, n, -1);
+    save(c, "finite_all", all, XT_I32, 3, -1);
+    free(y);
+    free(arr);
+    free(inplace);
+    free(each);
+    xt_array_free(&x);
+}
+
+/* ----------------------------------------------------------------- Adam */
+
+static void run_adam(const test_case *c)
+{
+    xt_adam h = {fparam(c, "lr"), fparam(c, "beta1"), fparam(c, "beta2"), fparam(c, "eps"),
+                 fparam(c, "wd")};
+    long steps = iparam(c, "steps"), step0 = iparam(c, "step0");
+    xt_array p, g, m, v;
+    float *ps = floats(c, "p", &p), *gs = floats(c, "g", &g);
+    floats(c, "m0", &m);
+    floats(c, "v0", &v);
+    long n = p.count;
+    float *out = xt_malloc(sizeof(float) * (size_t)(steps * n + 1));
+    for (long t = 0; t < steps; t++) {
+        xt_adam_update(ps, gs + t * n, m.data, v.data, n, step0 + t, &h);
+        memcpy(out + t * n, ps, sizeof(float) * (size_t)n);
+    }
+    save(c, "p_steps", out, XT_F32, steps, n);
+    save(c, "m", m.data, XT_F32, n, -1);
+    save(c, "v", v.data, XT_F32, n, -1);
+    free(out);
+    xt_array *all[] = {&p, &g, &m, &v};
+    for (int i = 0; i < 4; i++)
+        xt_array_free(all[i]);
+}
+
+/* ------------------------------------------------------- MLP, by layer */
+
+enum { PAD = 16 }; /* NaN floats either side of each layer's own buffer */
+
+/*
+ * A NaN-filled block with `n` floats at the returned address, PAD NaNs either
+ * side, placed at the same address modulo 64 as `like` (the flat buffer's
+ * copy), so that a BLAS kernel that splits its sums by alignment cannot make
+ * the two runs differ: what is tested is libxt's layer API, not OpenBLAS.
+ */
+static float *nans_like(long n, const float *like, float **block)
+{
+    *block = nans(n + 2 * PAD + 16);
+    uintptr_t want = (uintptr_t)like % 64, have = (uintptr_t)(*block + PAD) % 64;
+    return *block + PAD + (long)((want - have + 64) % 64) / (long)sizeof(float);
+}
+
+static int same_bits(const float *a, const float *b, long n)
+{
+    return memcmp(a, b, sizeof(float) * (size_t)n) == 0;
+}
+
+static long first_diff(const float *a, const float *b, long n)
+{
+    for (long i = 0; i < n; i++)
+        if (memcmp(a + i, b + i, sizeof(float)))
+            return i;
+    return -1;
+}
+
+static int all_nan(const float *p, long n)
+{
+    for (long i = 0; i < n; i++)
+        if (p[i] == p[i])
+            return 0;
+    return 1;
+}
+
+/*
+ * Two models with the same weights: `flat` runs xt_mlp_forward/backward on
+ * its buffers, `byl` runs the layer API with each layer's W,b and their
+ * gradients copied into buffers of their own, NaN either side; its flat
+ * buffers are dropped (drop=1, as a ZeRO-3 rank does) or filled with NaN. Every output, loss and gradient must be bit for bit the
+ * same, batch after batch (two batches of different sizes: the activations
+ * are reallocated in between, and gradients accumulate).
+ */
+static void run_layers(const test_case *c)
+{
+    xt_mlp flat, byl;
+    xt_loss loss;
+    XT_CHECK(xt_loss_from_name(param(c, "loss"), &loss), "unknown loss %s", param(c, "loss"));
+    xt_mlp_init_str(&flat, param(c, "dims"), act_param(c), loss);
+    xt_mlp_init_str(&byl, param(c, "dims"), act_param(c), loss);
+    xt_mlp_randomize(&flat, uparam(c, "seed"));
+    int L = flat.nlayers;
+    for (long i = 0; i < flat.nparams; i++) /* biases too, not the zeros randomize gives */
+        flat.params[i] += 0.01f * (float)((i * 7) % 13 - 6);
+    xt_array g0a;
+    const float *g0 = floats(c, "g0", &g0a);
+    memcpy(flat.grads, g0, sizeof(float) * (size_t)flat.nparams);
+
+    /* The layout the layer API promises: layer l is W_l then b_l, contiguous. */
+    int64_t ranges[XT_MLP_MAX_LAYERS][2];
+    for (int l = 0; l < L; l++) {
+        long off = xt_mlp_layer_offset(&flat, l), cnt = xt_mlp_layer_count(&flat, l);
+        ranges[l][0] = off;
+        ranges[l][1] = cnt;
+        const xt_tensor *w = &flat.tensor[2 * l], *b = &flat.tensor[2 * l + 1];
+        if (off != w->offset || cnt != w->count + b->count || b->offset != off + w->count ||
+            off + cnt != (l + 1 < L ? xt_mlp_layer_offset(&flat, l + 1) : flat.nparams))
+            FAIL("case %d: layer %d: offset %ld count %ld, but W at %ld (%ld) b at %ld (%ld)",
+                 c->id, l, off, cnt, w->offset, w->count, b->offset, b->count);
+    }
+    save(c, "ranges", ranges, XT_I64, L, 2);
+
+    float *lp[XT_MLP_MAX_LAYERS], *lg[XT_MLP_MAX_LAYERS];   /* layer l's W,b and gradients */
+    float *lpb[XT_MLP_MAX_LAYERS], *lgb[XT_MLP_MAX_LAYERS]; /* the blocks around them */
+    for (int l = 0; l < L; l++) {
+        long off = xt_mlp_layer_offset(&flat, l), cnt = xt_mlp_layer_count(&flat, l);
+        lp[l] = nans_like(cnt, flat.params + off, &lpb[l]);
+        lg[l] = nans_like(cnt, flat.grads + off, &lgb[l]);
+        memcpy(lp[l], flat.params + off, sizeof(float) * (size_t)cnt);
+        memcpy(lg[l], g0 + off, sizeof(float) * (size_t)cnt);
+    }
+    /* Its own flat buffers: dropped (ZeRO-3), or kept full of NaN, which must not show. */
+    int drop = (int)iparam(c, "drop");
+    if (drop) {
+        xt_mlp_drop_params(&byl);
+        xt_mlp_drop_grads(&byl);
+    } else {
+        for (long i = 0; i < byl.nparams; i++)
+            byl.params[i] = byl.grads[i] = NAN;
+    }
+    xt_array_free(&g0a);
+
+    float scale = fparam(c, "scale"), losses[2];
+    int out = flat.dims[L];
+    for (int b = 0; b < 2; b++) {
+        char name[16];
+        xt_array x, t;
+        snprintf(name, sizeof name, "x%d", b);
+        floats(c, name, &x);
+        snprintf(name, sizeof name, "t%d", b);
+        t = load(c, name, loss == XT_MSE ? XT_F32 : XT_I32);
+        int rows = (int)x.shape[0];
+        long ny = (long)rows * out;
+
+        const float *y = xt_mlp_forward(&flat, x.data, rows);
+        xt_mlp_forward_begin(&byl, x.data, rows);
+        for (int l = 0; l < L; l++)
+            xt_mlp_forward_layer(&byl, l, lp[l]);
+        const float *yl = xt_mlp_output(&byl);
+        if (!same_bits(y, yl, ny))
+            FAIL("case %d batch %d: layer-by-layer output [%ld] %a, xt_mlp_forward's %a", c->id, b,
+                 first_diff(y, yl, ny), (double)yl[first_diff(y, yl, ny)],
+                 (double)y[first_diff(y, yl, ny)]);
+        snprintf(name, sizeof name, "y%d", b);
+        save(c, name, yl, XT_F32, rows, out);
+
+        losses[b] = xt_mlp_backward(&flat, t.data, scale, NULL, NULL);
+        float lb = xt_mlp_loss_grad(&byl, t.data, scale);
+        for (int l = L - 1; l >= 0; l--)
+            xt_mlp_backward_layer(&byl, l, lp[l], lg[l]);
+        if (memcmp(&lb, &losses[b], sizeof lb))
+            FAIL("case %d batch %d: xt_mlp_loss_grad %a, xt_mlp_backward %a", c->id, b, (double)lb,
+                 (double)losses[b]);
+        for (int l = 0; l < L; l++) {
+            long off = xt_mlp_layer_offset(&flat, l), cnt = xt_mlp_layer_count(&flat, l);
+            long i = first_diff(flat.grads + off, lg[l], cnt);
+            if (i >= 0)
+                FAIL("case %d batch %d: layer %d's own gradient buffer [%ld] %a, "
+                     "xt_mlp_backward's %a",
+                     c->id, b, l, i, (double)lg[l][i], (double)flat.grads[off + i]);
+            i = first_diff(flat.params + off, lp[l], cnt);
+            if (i >= 0)
+                FAIL("case %d batch %d: layer %d's weights changed at [%ld]", c->id, b, l, i);
+            if (!all_nan(lg[l] - PAD, PAD) || !all_nan(lg[l] + cnt, PAD))
+                FAIL("case %d batch %d: layer %d's backward wrote outside its gradients", c->id, b,
+                     l);
+        }
+        xt_array_free(&x);
+        xt_array_free(&t);
+    }
+    if (!drop && (!all_nan(byl.params, byl.nparams) || !all_nan(byl.grads, byl.nparams)))
+        FAIL("case %d: the layer API wrote into the model's own flat buffers", c->id);
+    save(c, "loss", losses, XT_F32, 2, -1);
+    float *grads = xt_malloc(sizeof(float) * (size_t)flat.nparams);
+    for (int l = 0; l < L; l++)
+        memcpy(grads + xt_mlp_layer_offset(&flat, l), lg[l],
+               sizeof(float) * (size_t)xt_mlp_layer_count(&flat, l));
+    save(c, "grads", grads, XT_F32, flat.nparams, -1);
+    save(c, "params", flat.params, XT_F32, flat.nparams, -1);
+    free(grads);
+    for (int l = 0; l < L; l++) {
+        free(lpb[l]);
+        free(lgb[l]);
+    }
+    xt_mlp_free(&flat);
+    xt_mlp_free(&byl);
+}
+
+/* The layer API called out of order: each mode must die in libxt, never come back. */
+static void die_out_of_order(const char *mode)
+{
+    xt_mlp m;
+    xt_mlp_init_str(&m, "3,4,2", XT_RELU, XT_MSE);
+    xt_mlp_randomize(&m, 1);
+    float x[2 * 3] = {1, 2, 3, -1, -2, -3}, target[2 * 2] = {0};
+    const float *w0 = m.params + xt_mlp_layer_offset(&m, 0);
+    const float *w1 = m.params + xt_mlp_layer_offset(&m, 1);
+    float *g0 = m.grads + xt_mlp_layer_offset(&m, 0), *g1 = m.grads + xt_mlp_layer_offset(&m, 1);
+    xt_mlp_forward_begin(&m, x, 2);
+    if (!strcmp(mode, "forward_skip")) {
+        xt_mlp_forward_layer(&m, 1, w1); /* layer 0 first */
+    } else if (!strcmp(mode, "forward_past_end")) {
+        xt_mlp_forward_layer(&m, 0, w0);
+        xt_mlp_forward_layer(&m, 1, w1);
+        xt_mlp_forward_layer(&m, 2, w1); /* there is no layer 2 */
+    } else if (!strcmp(mode, "loss_early")) {
+        xt_mlp_forward_layer(&m, 0, w0);
+        xt_mlp_loss_grad(&m, target, 1.0f); /* layer 1 has not run */
+    } else if (!strcmp(mode, "backward_before_loss")) {
+        xt_mlp_forward_layer(&m, 0, w0);
+        xt_mlp_forward_layer(&m, 1, w1);
+        xt_mlp_backward_layer(&m, 1, w1, g1); /* no xt_mlp_loss_grad */
+    } else if (!strcmp(mode, "backward_skip")) {
+        xt_mlp_forward_layer(&m, 0, w0);
+        xt_mlp_forward_layer(&m, 1, w1);
+        xt_mlp_loss_grad(&m, target, 1.0f);
+        xt_mlp_backward_layer(&m, 0, w0, g0); /* layer 1 first */
+    } else {
+        xt_die("--die %s: no such mode", mode);
+    }
+    printf("SURVIVED --die %s: the layer API accepted it\n", mode);
+    fflush(stdout);
+    xt_mlp_free(&m);
+}
+
 /* What needs no NumPy: the names of activations and losses, both ways. */
 static void check_names(void)
 {
@@ -416,6 +682,12 @@ static int parse(char *line, test_case *c)
 int main(int argc, char **argv)
 {
     xt_init(&argc, &argv);
+    const char *die = xt_arg_str("die", NULL);
+    if (die) {
+        die_out_of_order(die);
+        xt_finalize();
+        return 1;
+    }
     XT_CHECK(argc >= 2 && strncmp(argv[1], "--", 2) != 0, "usage: %s DIR", argv[0]);
     dir = argv[1];
     check_names();
@@ -423,9 +695,11 @@ int main(int argc, char **argv)
     static const struct {
         const char *kind;
         void (*run)(const test_case *c);
-    } kinds[] = {{"rng", run_rng}, {"perm", run_perm}, {"gemm", run_gemm}, {"linear", run_linear},
-                 {"act", run_act}, {"mse", run_loss},  {"ce", run_loss},   {"softmax", run_softmax},
-                 {"sgd", run_sgd}, {"mlp", run_mlp}};
+    } kinds[] = {{"rng", run_rng},       {"perm", run_perm},       {"gemm", run_gemm},
+                 {"linear", run_linear}, {"act", run_act},         {"mse", run_loss},
+                 {"ce", run_loss},       {"softmax", run_softmax}, {"sgd", run_sgd},
+                 {"mlp", run_mlp},       {"bf16", run_bf16},       {"adam", run_adam},
+                 {"layers", run_layers}};
     char path[4096], line[4096];
     snprintf(path, sizeof path, "%s/cases.txt", dir);
     FILE *f = fopen(path, "r");

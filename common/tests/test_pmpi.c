@@ -2,6 +2,9 @@
  * test_pmpi.c: the PMPI counters against a known sequence of calls on 2 ranks.
  * Rank 0 sends, rank 1 receives, both take part in a collective; each rank
  * checks its own counts and writes them (--out) for the self-test to read.
+ * First, on their own (the counters are reset after them): all-gathers with
+ * MPI_IN_PLACE, whose send count and type MPI ignores; the rank's own block,
+ * already in the receive buffer, counts as what it sends.
  */
 #include "xt.h"
 
@@ -23,6 +26,27 @@ static void expect(const char *fn, long calls, long msent, long mrecv, long bsen
     }
 }
 
+/* MPI_IN_PLACE all-gathers, with a send count and type MPI must ignore. */
+static void in_place_gathers(MPI_Comm comm, int rank)
+{
+    int all[16] = {0}, counts[2] = {2, 5}, displs[2] = {0, 2}, mine[3] = {1, 2, 3};
+    MPI_Request req;
+
+    xt_mpi_stats_reset();
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 3, MPI_INT, comm);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, counts, displs, MPI_INT, comm);
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 3, MPI_INT, comm, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, counts, displs, MPI_INT, comm, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    /* Not in place: the send count and type are what is sent, as before. */
+    MPI_Allgather(mine, 3, MPI_INT, all, 3, MPI_INT, comm);
+    expect("MPI_Allgather", 2, 0, 0, 12 + 12, 24 + 24);         /* 3 ints each time */
+    expect("MPI_Iallgather", 1, 0, 0, 12, 24);                  /* in place: 3 ints */
+    expect("MPI_Allgatherv", 1, 0, 0, 4 * counts[rank], 4 * 7); /* in place: counts[rank] */
+    expect("MPI_Iallgatherv", 1, 0, 0, 4 * counts[rank], 4 * 7);
+}
+
 int main(int argc, char **argv)
 {
     xt_init(&argc, &argv);
@@ -33,6 +57,7 @@ int main(int argc, char **argv)
     float f3[3] = {1, 2, 3}, g3[3];
     MPI_Request req[2];
 
+    in_place_gathers(comm, rank);
     xt_mpi_stats_reset();
     if (rank == 0) {
         MPI_Send(ints, 10, MPI_INT, 1, 0, comm);            /* 40 B */

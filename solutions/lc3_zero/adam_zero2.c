@@ -30,13 +30,13 @@
 #include <string.h>
 
 typedef struct {
-    long shard;       /* ceil(nparams / np): each rank's share, padding included */
-    long lo, count;   /* this rank updates parameters [lo, lo + count) */
-    long step;        /* Adam steps taken */
-    float *m, *v;     /* Adam's moments for the own shard (XT_MEM_OPTIMIZER) */
-    float *grad;      /* the own shard's summed gradient (XT_MEM_GRADS) */
+    long shard;        /* ceil(nparams / np): each rank's share, padding included */
+    long lo, count;    /* this rank updates parameters [lo, lo + count) */
+    long step;         /* Adam steps taken */
+    float *m, *v;      /* Adam's moments for the own shard (XT_MEM_OPTIMIZER) */
+    float *grad;       /* the own shard's summed gradient (XT_MEM_GRADS) */
     float *layer_grad; /* one layer's full gradient, reused layer after layer (XT_MEM_GRADS) */
-    int *counts;      /* per rank: how much of a layer's gradient it owns (XT_MEM_COMM) */
+    int *counts;       /* per rank: how much of a layer's gradient it owns (XT_MEM_COMM) */
 } zero2;
 
 /* The shards, padded parameters broadcast from rank 0, and the sharded buffers. */

@@ -29,13 +29,13 @@
 #include <string.h>
 
 typedef struct {
-    long shard;        /* ceil(nparams / np): each rank's share, padding included */
-    long lo, count;    /* this rank owns parameters [lo, lo + count) */
-    long step;         /* Adam steps taken */
-    float *param;      /* the own shard of the weights (XT_MEM_PARAMS) */
-    float *m, *v;      /* Adam's moments for it (XT_MEM_OPTIMIZER) */
-    float *grad;       /* its summed gradient (XT_MEM_GRADS) */
-    float *layer_grad; /* one layer's full gradient, reused (XT_MEM_GRADS) */
+    long shard;           /* ceil(nparams / np): each rank's share, padding included */
+    long lo, count;       /* this rank owns parameters [lo, lo + count) */
+    long step;            /* Adam steps taken */
+    float *param;         /* the own shard of the weights (XT_MEM_PARAMS) */
+    float *m, *v;         /* Adam's moments for it (XT_MEM_OPTIMIZER) */
+    float *grad;          /* its summed gradient (XT_MEM_GRADS) */
+    float *layer_grad;    /* one layer's full gradient, reused (XT_MEM_GRADS) */
     int *counts, *displs; /* per rank: its part of a layer (XT_MEM_COMM) */
 } zero3;
 
