@@ -191,7 +191,9 @@ def main():
                     results = [harness.TestResult(t, verdict="BUILD", lines=list(errs))
                                for t in ex_tests]
                 else:
-                    bad = harness.forbidden_calls(binaries[ex] + (".cu.o" if ext == ".cu" else ".o"))
+                    extra = [f for t in ex_tests for f in t.forbidden]
+                    bad = harness.forbidden_calls(binaries[ex] + (".cu.o" if ext == ".cu" else ".o"),
+                                                  extra)
                     if bad:
                         results = [harness.TestResult(t, verdict="RULE",
                                                       lines=[f"{sources[ex]} {bad[0]}"])

@@ -567,8 +567,9 @@ FORBIDDEN_SYMBOLS = [
 ]
 
 
-def forbidden_calls(obj):
-    """RULE messages for symbols an exercise object must not use."""
+def forbidden_calls(obj, extra=()):
+    """RULE messages for symbols an exercise object must not use: every exercise's
+    FORBIDDEN_SYMBOLS and `extra`, [(regex, message)] from its tests."""
     try:
         out = subprocess.run(["nm", "-u", obj], capture_output=True, text=True, timeout=30)
     except OSError:
@@ -577,7 +578,7 @@ def forbidden_calls(obj):
     for line in out.stdout.splitlines():
         sym = line.split()[-1] if line.split() else ""
         sym = sym.split("@")[0]
-        for pat, msg in FORBIDDEN_SYMBOLS:
+        for pat, msg in list(FORBIDDEN_SYMBOLS) + list(extra):
             if re.search(pat, sym):
                 msgs.append(msg.format(sym))
     return msgs

@@ -16,6 +16,8 @@ per function a student writes. Each says:
                           check_first it runs before the values are compared
   device                  "cpu", or "cuda" for the programs graded by
                           DEVICE=cuda (lcN/<exercise>.cu)
+  forbidden               symbols this exercise may not call (libxt's own copy
+                          of the function the student writes, say)
 
 The harness (grader/harness.py) runs the cases and applies these.
 """
@@ -78,6 +80,9 @@ class Test:
     check: Optional[Callable] = None  # (case, inputs, [ {name: array} per rank ]) -> [(rank, msg)]
     device: str = "cpu"  # "cuda": graded only by DEVICE=cuda, from lcN/<exercise>.cu
     check_first: bool = False  # run check before comparing values (it explains them better)
+    # Symbols the exercise's object must not use, beyond every exercise's list
+    # (harness.FORBIDDEN_SYMBOLS): [(regex, message with {} for the symbol)].
+    forbidden: Sequence = ()
 
 
 def make_cases(test, specs):

@@ -70,7 +70,7 @@ float zero1_step(zero1 *z, xt_mlp *m, const float *x, const void *target, int ro
                  const xt_adam *h, MPI_Comm comm)
 {
     /*
-     * TODO: average the gradients, update the own shard, gather the shards.
+     * TODO: all-reduce, update the own shard, all-gather.
      *   Zero the gradients, forward and backward; MPI_Allreduce all
      *   m->nparams gradients (MPI_SUM, MPI_IN_PLACE) and divide the own
      *   shard's by np; xt_adam_update on the count parameters from lo with

@@ -80,7 +80,7 @@ float zero2_step(zero2 *z, xt_mlp *m, const float *x, const void *target, int ro
                  const xt_adam *h, MPI_Comm comm)
 {
     /*
-     * TODO: reduce-scatter each layer's gradient as backward produces it.
+     * TODO: reduce-scatter layer by layer, then update.
      *   xt_mlp_forward, then xt_mlp_loss_grad(m, target, 1.0f); for each
      *   layer l from the last: zero z->layer_grad, xt_mlp_backward_layer(m, l,
      *   m->params + xt_mlp_layer_offset(m, l), z->layer_grad); set

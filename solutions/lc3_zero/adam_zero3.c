@@ -129,7 +129,7 @@ float zero3_step(zero3 *z, xt_mlp *m, const float *x, const void *target, int ro
                  const xt_adam *h, MPI_Comm comm)
 {
     /*
-     * TODO: gather just in time, free at once, reduce-scatter, update the shard.
+     * TODO: gather each layer just in time, then update.
      *   xt_mlp_forward_begin; for each layer: gather it, xt_mlp_forward_layer,
      *   free it. xt_mlp_loss_grad(m, target, 1.0f). For each layer from the
      *   last: gather it again, zero z->layer_grad, xt_mlp_backward_layer,

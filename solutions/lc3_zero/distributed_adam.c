@@ -55,7 +55,7 @@ float dp_adam_step(dp_adam *s, xt_mlp *m, const float *x, const void *target, in
                    const xt_adam *h, MPI_Comm comm)
 {
     /*
-     * TODO: local gradients, averaged, then an Adam step everywhere.
+     * TODO: average the gradients, take an Adam step.
      *   Zero the gradients, forward and backward on the local rows; one
      *   MPI_Allreduce (MPI_SUM, MPI_IN_PLACE) of all m->nparams gradients,
      *   divided by the number of ranks; then xt_adam_update on all parameters
