@@ -204,9 +204,13 @@ def adam_update(w, g, m, v, t, hp):
 def bf16_round(x):
     """Each float32 of x rounded to the nearest bfloat16, ties to even, as float32
     (xt_bf16_round): add 0x7fff plus the lowest kept bit, drop the low 16 bits."""
-    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    nan = ((u & 0x7f800000) == 0x7f800000) & ((u & 0x007fffff) != 0)
-    r = np.where(nan, u | 0x00400000, u + 0x7fff + ((u >> 16) & 1)) & 0xffff0000
+    u = np.atleast_1d(np.asarray(x, dtype=np.float32)).view(np.uint32).astype(np.uint64)
+    c = {k: np.uint64(v) for k, v in (("exp", 0x7f800000), ("man", 0x007fffff),
+                                        ("quiet", 0x00400000), ("half", 0x7fff),
+                                        ("one", 1), ("sh", 16), ("hi", 0xffff0000))}
+    nan = ((u & c["exp"]) == c["exp"]) & ((u & c["man"]) != 0)
+    r = np.where(nan, u | c["quiet"], u + c["half"] + ((u >> c["sh"]) & c["one"])) & c["hi"]
+    r = r.reshape(np.shape(x))
     return r.astype(np.uint32).view(np.float32)
 
 
