@@ -34,7 +34,7 @@ LIBXT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard common/*.c))
 TESTS     := $(patsubst %.c,$(BUILD)/%,$(wildcard common/tests/*.c))
 PROGRAMS  := $(patsubst %.c,$(BUILD)/%,$(wildcard lc*/*.c solutions/lc*/*.c))
 # The lectures with a `make bench` driver, common/bench/<lecture>.c (see benchmarks).
-BENCH_LECTURES := lc1_basic lc2_dp
+BENCH_LECTURES := lc1_basic lc2_dp lc3_zero
 BENCHES   := $(foreach l,$(BENCH_LECTURES),$(BUILD)/bench/solutions/$(l)/bench)
 
 # ---------------------------------------------------------------- C programs
@@ -98,6 +98,8 @@ $(BUILD)/%: $(BUILD)/%.cu.o $(LIBXT_CUDA) $(LIBXT)
 #   lc2_dp (docs/lc2_dp.md, Step time): the DDP steps. Their MPI_Testall and
 #     MPI_Waitall become the driver's xt_bench_Testall/xt_bench_Waitall, which
 #     pass through to MPI, or skip the progress calls, or trace each bucket.
+#   lc3_zero (docs/lc3_zero.md, Memory and traffic): data-parallel Adam and
+#     ZeRO stages 1, 2, 3; each stage's state struct stays private to its file.
 # Per lecture: BENCH_SOURCES_<lecture> (files linked when present),
 # BENCH_GLOBALS_<lecture> (functions kept), BENCH_RENAMES_<lecture>
 # (old=new symbols), BENCH_DIRECT_<lecture> (1: also the .direct.o copies).
@@ -111,6 +113,10 @@ BENCH_DIRECT_lc1_basic  := 1
 BENCH_SOURCES_lc2_dp    := ddp_naive ddp_bucketed
 BENCH_GLOBALS_lc2_dp    := ddp_naive_step plan_buckets ddp_bucketed_step
 BENCH_RENAMES_lc2_dp    := MPI_Testall=xt_bench_Testall MPI_Waitall=xt_bench_Waitall
+BENCH_SOURCES_lc3_zero  := distributed_adam adam_zero1 adam_zero2 adam_zero3
+BENCH_GLOBALS_lc3_zero  := dp_adam_init dp_adam_step dp_adam_free zero1_init zero1_step \
+                           zero1_free zero2_init zero2_step zero2_free zero3_init \
+                           zero3_gather_layer zero3_step zero3_free
 # The lecture of an object's stem: solutions/lc2_dp/ddp_naive -> lc2_dp.
 bench_lecture = $(notdir $(patsubst %/,%,$(dir $(1))))
 # The objects of the exercise files that exist in tree $(1) (its last directory
@@ -136,6 +142,7 @@ $(BUILD)/bench/%.o: $(BUILD)/%.o
 # picks the driver.
 .SECONDEXPANSION:
 $(BUILD)/bench/%/bench: $(BUILD)/common/bench/$$(notdir $$*).o $$(call bench_objects,$$*) $(LIBXT)
+	@mkdir -p $(@D)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/*/*/*.d $(BUILD)/*/*/*/*.d $(BUILD)/*/*/*/*/*/*.d)
@@ -186,7 +193,10 @@ help:
 	@echo "make bench LC=1 NP=4     bandwidth of the hand-written collectives beside the"
 	@echo "                         MPI library's own (SOL=0: your own)"
 	@echo "make bench LC=2          DDP step time, naive vs bucketed, np 1, 2, 4, and a"
-	@echo "                         trace of the buckets (LC=all: both; no LC: lecture 1's)"
+	@echo "                         trace of the buckets"
+	@echo "make bench LC=3          ZeRO stages 0-3 at np 1, 2, 4: each rank's memory by kind"
+	@echo "                         and bytes per step, beside the formulas (LC=all: every"
+	@echo "                         lecture; no LC: lecture 1's)"
 	@echo "make deps                install what is missing (Open MPI, NumPy, a compiler)"
 	@echo "make stubs               regenerate the student tree from solutions/"
 	@echo "make format              clang-format every C file"

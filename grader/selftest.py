@@ -519,6 +519,7 @@ def test_bench(s):
              re.search(r"ERROR: ring_allreduce at \d+ B differs .* rank \d+ \[\d+\]", out),
              tail(out))
     test_bench_lc2(s)
+    test_bench_lc3(s)
 
 
 def bench_lc2(out, tree=None):
@@ -570,6 +571,73 @@ def test_bench_lc2(s):
              "the run", res.returncode == 1 and
              re.search(r"ERROR: np 2: naive=bucketed fails: \d+ weight values differ", out),
              tail(out))
+
+
+def bench_lc3(out, tree=None):
+    """make bench LC=3 on a small model at np=3 (uneven shards, padding): one launch, seconds."""
+    cmd = [sys.executable, os.path.join("grader", "bench.py"), "--lc", "3", "--np", "3",
+           "--rounds", "1", "--steps", "1", "--warmup", "0", "--check-steps", "2",
+           "--dims", "16,32,32,8", "--out", out] + (["--tree", tree] if tree else [])
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_bench_lc3(s):
+    s.section("bench (make bench LC=3, a small model)")
+    out = fresh("bench3")
+    start = time.monotonic()
+    res = bench_lc3(out)
+    took = time.monotonic() - start
+    problems = [] if res.returncode == 0 else tail(res.stdout + res.stderr)
+    try:
+        with open(os.path.join(out, "lc3_zero_np3.json")) as f:
+            run = json.load(f)["runs"][0]
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        run = {"mem": {}, "bytes": {}, "rows": {}, "checks": {}, "calls": {}}
+        problems.append(f"no results: {e}")
+    for stage in ("dp_adam", "zero1", "zero2", "zero3"):
+        mem = run["mem"].get(stage, {})
+        for kind in ("params", "grads", "optimizer"):
+            m = mem.get(kind)
+            if not m or m["nbad"] or m["max"] != m["formula"] or m["formula"] <= 0:
+                problems.append(f"{stage} {kind}: {m}")
+        b = run["bytes"].get(stage)
+        if not b or b["nbad"] or not b["max"] > 0:
+            problems.append(f"{stage} bytes per step: {b}")
+        if not run["rows"].get(stage, {}).get("best", 0) > 0:
+            problems.append(f"no time for {stage}")
+        if run["checks"].get(stage, {}).get("status") != "ok":
+            problems.append(f"check {stage}: {run['checks'].get(stage)}")
+    # 1864 parameters in 3 shards of 622: rank 2 owns 620, so its stage-3 bytes differ.
+    b3 = run["bytes"].get("zero3", {})
+    if (b3.get("formula_min"), b3.get("formula_max")) != (4 * 1864 + 8 * 620, 4 * 1864 + 8 * 622):
+        problems.append(f"zero3 bytes formula per rank: {b3}")
+    if run["calls"].get("zero3", {}).get("MPI_Allgatherv", {}).get("calls") != 6.0:
+        problems.append(f"zero3 calls per step: {run['calls'].get('zero3')}")
+    if not re.search(r"^\s+3\s+3 zero3\s+\S+ = 4S\+4L\s+\S+ = 4S\+4L\s+\S+ = 8S\s", res.stdout,
+                     re.M):
+        problems.append("no memory table row: zero3 measured = formula")
+    s.record("bench LC=3: the four stages at np=3, every peak (params, grads, optimizer) and the "
+             "bytes of the MPI calls equal to the formulas, losses and weights equal to stage "
+             "0's, timed", not problems, problems, f"({took:.1f} s)")
+
+    # ZeRO-3 that keeps every gathered layer until backward must fail the memory check.
+    tree = fresh("bench3_mutant")
+    os.makedirs(os.path.join(tree, "lc3_zero"))
+    for src in glob.glob(os.path.join("solutions", "lc3_zero", "*.c")):
+        shutil.copy(src, os.path.join(tree, "lc3_zero"))
+    m = mutants.parse(os.path.join(HERE, "mutants", "lc3_zero", "zero3_keep_gathered.patch"))
+    with open(m.target) as f:
+        text = mutants.apply(f.read(), m.hunks)
+    with open(os.path.join(tree, "lc3_zero", "adam_zero3.c"), "w") as f:
+        f.write(text)
+    start = time.monotonic()
+    res = bench_lc3(os.path.join(tree, "out"), tree)
+    out = res.stdout + res.stderr
+    s.record("bench LC=3: a ZeRO-3 step that keeps the gathered layers is reported (its params "
+             "peak against 4S+4L) and fails the run", res.returncode == 1 and
+             re.search(r"ERROR: np 3: zero3's params peaked at \d+ B during the steps \(3 of 3 "
+                       r"ranks off\); lecture 3's formula 4S\+4L = \d+ B", out),
+             tail(out), f"({time.monotonic() - start:.1f} s)")
 
 
 def test_grades(s):
@@ -686,7 +754,8 @@ def test_nn(s):
                                               os.path.join(WORK, "nn"))
     s.record(f"nn: C agrees with grader/nn.py on {len(cases)} cases: rng, permutation, GEMM "
              "(4 transposes, beta 0/1, k=0), linear (+=, NULL), ReLU/GELU, MSE, CE, softmax, "
-             "SGD, MLP (init, forward, backward, hook order)",
+             "SGD, MLP (init, forward, backward, hook order), bf16, Adam, layer API (bit-identical, "
+             "out of order dies)",
              ok, bad, f"({time.monotonic() - start:.1f} s)")
     start = time.monotonic()
     ok, bad = nntest.gradients()
@@ -694,14 +763,75 @@ def test_nn(s):
              f"({time.monotonic() - start:.1f} s)")
     start = time.monotonic()
     ok, bad = nntest.negative_control(cases, d)
-    s.record("nn: negative control: a wrong GELU' or cross-entropy gradient in nn.py fails "
-             "those checks", ok, bad, f"({time.monotonic() - start:.1f} s)")
+    s.record("nn: negative control: a wrong GELU', cross-entropy gradient, bf16 rounding or "
+             "Adam in nn.py fails those checks", ok, bad, f"({time.monotonic() - start:.1f} s)")
+
+
+def test_mem(s):
+    exe = os.path.join(TESTS_BIN, "test_mem")
+    d = fresh("mem")
+    plan = ["units", "grow", "after"]
+    with open(os.path.join(d, "cases.txt"), "w") as f:
+        for k, fn in enumerate(plan):
+            f.write(f"case {k} np=2 fn={fn}\n")
+            os.makedirs(os.path.join(d, f"c{k}"))
+    start = time.monotonic()
+    r = mpirun(2, [exe, "--cases", d])
+    problems = [ln for ln in r.output.splitlines() if ln.startswith("FAIL")]
+    if r.returncode != 0 and not problems:
+        problems = tail(r.output)
+    for rank in range(2):
+        try:
+            n = int(np.load(os.path.join(d, "c0", f"g0.r{rank}.failures.npy"))[0])
+        except (OSError, ValueError, IndexError) as e:
+            problems.append(f"units, rank {rank}: no result: {e}")
+            continue
+        if n:
+            problems.append(f"units, rank {rank}: {n} failures")
+    s.record("memory: xt_alloc zeroes and counts per kind, current and peak; xt_free, "
+             "xt_mem_reset_peak, xt_alloc_size, NULL and 0 bytes; the MLP's buffers by kind",
+             not problems, problems, f"({time.monotonic() - start:.1f} s)")
+
+    # The case records: "M kind current peak", peaks restarting from what is in use.
+    problems = []
+    zero = {k: (0, 0) for k in ("params", "grads", "optimizer", "master", "activations", "comm")}
+    for rank in range(2):
+        want = {1: dict(zero, params=(500, 1500 + 8 * rank), optimizer=(0, 3000),
+                        total=(500, 4500 + 8 * rank)),
+                2: dict(zero, params=(0, 500), grads=(0, 100), total=(0, 600))}
+        for k, mem in want.items():
+            rec = harness.read_record(os.path.join(d, f"c{k}", f"g0.r{rank}.mpi.txt"))
+            if rec is None:
+                problems.append(f"case {k} ({plan[k]}) rank {rank}: no complete record")
+            elif rec.memory != mem:
+                problems.append(f"case {k} ({plan[k]}) rank {rank}: memory {rec.memory}, "
+                                f"expected {mem}")
+    # xt_mem_print: each rank's peaks in that case (the columns of unused kinds may be left out).
+    rows = {ln.split()[0]: [int(v) for v in ln.split()[1:] if v != "0"]
+            for ln in r.output.splitlines() if re.match(r"\[r\d\]( +\d+)+$", ln)}
+    if ("after: peak bytes per rank" not in r.output or
+            not re.search(r"^ +params +grads .*total$", r.output, re.M) or
+            rows != {"[r0]": [500, 100, 600], "[r1]": [500, 100, 600]}):
+        problems.append("xt_mem_print: no table of both ranks' peaks: " +
+                        " | ".join(tail(r.output, 4)))
+    s.record("memory: case records hold each kind's bytes now and at peak (Record.memory), "
+             "peaks restart at each case; xt_mem_print", not problems, problems)
+
+    d = fresh("mem_badfree")
+    start = time.monotonic()
+    r = launch.run([exe, "--mode", "badfree", "--out", d], timeout=60)  # one rank: no mpirun
+    lines = status_lines(d)
+    ok = r.returncode != 0 and any(re.search(r"ERROR.*common/tests/test_mem\.c:\d+: xt_free: "
+                                             r"\S+ was not allocated by xt_alloc", ln)
+                                   for ln in lines)
+    s.record("memory: xt_free of a pointer from malloc dies, naming the caller's file and line",
+             ok, lines + tail(r.output, 8), f"({time.monotonic() - start:.1f} s)")
 
 
 def libxt(s):
     s.section("libxt")
     for t in (test_npy, test_pmpi, test_strict, test_watchdog, test_todo, test_crash, test_cases,
-              test_trace, test_cuda, test_nn):
+              test_mem, test_trace, test_cuda, test_nn):
         t(s)
 
 
