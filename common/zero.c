@@ -1,0 +1,67 @@
+/*
+ * zero.c: a ZeRO-1 rank's state and training step (xt_nn.h), the harness
+ * that zero_checkpoint.c saves and re-shards. It is lecture 3's adam_zero1
+ * written once in libxt, with its communication through PMPI so that it never
+ * shows in a program's counters or trace: those stay the student's own.
+ *
+ *     flat params, nparams = 10, np = 4: shard = ceil(10 / 4) = 3
+ *
+ *       | r0: 0 1 2 | r1: 3 4 5 | r2: 6 7 8 | r3: 9 . . |
+ *       lo = rank * shard, count = the parameters of [lo, lo + shard) that
+ *       exist: 3 3 3 1 here (0 for a rank wholly past the end)
+ */
+#include "xt_nn.h"
+
+#include <string.h>
+
+void xt_zero_state_init(xt_zero_state *z, long nparams, MPI_Comm comm)
+{
+    int rank, np;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &np);
+    XT_CHECK(nparams >= 1, "xt_zero_state_init: %ld parameters", nparams);
+    memset(z, 0, sizeof *z);
+    z->nparams = nparams;
+    z->shard = (nparams + np - 1) / np;
+    z->lo = (long)rank * z->shard;
+    long left = nparams - z->lo;
+    z->count = left < 0 ? 0 : left < z->shard ? left : z->shard;
+    z->step = 0;
+    z->m = xt_alloc(XT_MEM_OPTIMIZER, sizeof(float) * (size_t)z->shard);
+    z->v = xt_alloc(XT_MEM_OPTIMIZER, sizeof(float) * (size_t)z->shard);
+}
+
+void xt_zero_state_free(xt_zero_state *z)
+{
+    xt_free(z->m);
+    xt_free(z->v);
+    memset(z, 0, sizeof *z);
+}
+
+float xt_zero1_train_step(xt_zero_state *z, xt_mlp *m, const float *x, const void *target, int rows,
+                          const xt_adam *h, MPI_Comm comm)
+{
+    int np;
+    PMPI_Comm_size(comm, &np);
+    XT_CHECK(m->params && m->grads && m->nparams == z->nparams,
+             "xt_zero1_train_step: the model (%ld parameters) does not match the ZeRO state "
+             "(%ld)",
+             m->nparams, z->nparams);
+    XT_CHECK(xt_alloc_size(m->params) >= sizeof(float) * (size_t)(np * z->shard),
+             "xt_zero1_train_step: pad the parameters to np * shard = %ld floats first "
+             "(xt_mlp_pad_params)",
+             np * z->shard);
+
+    xt_mlp_zero_grad(m);
+    xt_mlp_forward(m, x, rows);
+    float loss = xt_mlp_backward(m, target, 1.0f, NULL, NULL);
+    XT_MPI_CHECK(PMPI_Allreduce(MPI_IN_PLACE, m->grads, (int)m->nparams, MPI_FLOAT, MPI_SUM, comm));
+    for (long i = 0; i < m->nparams; i++)
+        m->grads[i] /= (float)np;
+    z->step++;
+    if (z->count > 0)
+        xt_adam_update(m->params + z->lo, m->grads + z->lo, z->m, z->v, z->count, z->step, h);
+    XT_MPI_CHECK(PMPI_Allgather(MPI_IN_PLACE, (int)z->shard, MPI_FLOAT, m->params, (int)z->shard,
+                                MPI_FLOAT, comm));
+    return loss;
+}

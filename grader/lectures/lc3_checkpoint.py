@@ -1,0 +1,280 @@
+"""Lecture 3: zero_checkpoint, ZeRO-1 state saved at one world size and loaded at another.
+
+One case runs on np = max(save_np, load_np) ranks. Phase 1: case ranks
+0 .. save_np-1 broadcast rank 0's weights w0, train steps1 ZeRO-1 AdamW
+steps (libxt's xt_zero1_train_step) and call zero_checkpoint_save; then
+everything is freed. Phase 2: load_np ranks in a rotated order (new rank i
+is case rank (i + 1) % np) set up a fresh ZeRO-1 state, call
+zero_checkpoint_load and train the remaining steps. Every rank gets every
+step's whole global batch (x: steps x B x din, y) and takes its rows in the
+current world's rank order, B divisible by both world sizes.
+
+The reference is uninterrupted single-process full-batch AdamW in float64
+(nn.Mlp.adam_steps) from rank 0's w0; each phase's ranks write the full
+parameters after each of their steps. Before the values, a check compares
+what the loader produced with what was saved, bit for bit: the saving ranks
+write their moments (saved_m, saved_v) just before saving, the loading ranks
+their new shard of them (loaded_m, loaded_v), the Adam step and the full
+parameters right after loading. NumPy re-cuts the saved moments for the new
+layout and names the first element that differs and the old rank that saved
+it. The phase's ranks must also hold bit-identical parameters after every
+step.
+
+Numerics. AdamW with lr 0.01, betas 0.9 and 0.999, weight decay 0.01 and
+eps = 1e-3, GELU models. Adam divides by sqrt(v) + eps, so a weight whose
+gradient is near eps moves by an amount that float32 rounding of that
+gradient changes up to lr / (4 eps) times over: with eps = 1e-8 that factor
+is 2.5e5, and float32 training missed the float64 reference by up to
+1.4e-3 (lr / 7; 2 runs of 60 beyond 5e-5); with eps = 1e-3 it is 2.5. ReLU
+is left out for a like reason: a pre-activation within float32 rounding of
+0 (2.7e-7, seen once in 120 runs) switches a unit on in one precision and
+off in the other, an lr-sized difference. Tolerance: |got - expected| <= 5e-5 + 2e-5 |expected| per
+weight. Measured over 260 seeds of these cases: at most 6.1e-6 absolute
+error, 0.08 of the tolerance; the bugs it is there for (a wrong step, lost
+moments) move weights by lr-sized amounts, 1e-3 or more.
+
+The one rule: the optimizer state travels through the files, not through
+MPI. Over the case, a rank may receive rank 0's weights (the broadcast in
+main, 4 nparams B, phase 1) and one all-gather of the parameters after
+loading (4 np shard B, phase 2), plus 64 B of metadata (a loader may
+broadcast the saved world size). Moments sent over MPI, to a loader or to a
+rank 0 that writes every file, exceed that. (MPI-IO is not counted: a
+single shared file written with MPI_File_write_at_all is sharded I/O too.)
+
+Case order: np = 2 first (two groups run at once, which is what the
+per-group directories are for), then 4, then 3 (spec.NP_ORDER).
+
+The checkpoint directory of a case is made by the program itself, inside
+the grader's launch directory (DIR/<ckpt>.w<world rank of the case's rank
+0>, one per case and group), so it goes with the rest of the launch's files
+when the grader next runs.
+"""
+
+import math
+
+import numpy as np
+
+import nn
+from spec import amount, make_cases, Relative, Test
+
+LR = "0.01"
+ADAM = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-3", "wd": "0.01"}
+SLACK = 64  # bytes of metadata a loader may share (the saved world size, the step)
+
+# (dims, act, loss): classification and regression, and a 4-parameter model whose
+# last shard is empty at np = 3 (shard 2: [0,2) [2,4) [4,4)).
+MODELS = [("6,16,16,3", "gelu", "ce"), ("5,12,4", "gelu", "mse"), ("7,9,5", "gelu", "ce"),
+          ("3,1", "gelu", "mse")]
+
+# (save_np, load_np, model, steps1, steps2, batch multiple); the global batch is
+# lcm(save_np, load_np) times the multiple.
+PLANS = [(4, 3, 0, 3, 2, 1), (2, 4, 1, 2, 2, 1), (1, 4, 2, 2, 3, 2), (4, 1, 0, 2, 2, 1),
+         (3, 2, 1, 3, 2, 2), (2, 3, 2, 2, 2, 1), (3, 3, 0, 2, 2, 1), (2, 3, 3, 2, 2, 2),
+         (3, 2, 3, 2, 2, 1), (2, 1, 1, 2, 2, 2), (1, 2, 0, 2, 2, 1)]
+
+
+def model_of(case):
+    return nn.Mlp(case["dims"], case["act"], case["loss"])
+
+
+def shards(n, world):
+    """[(lo, count)] of every rank of a world: shard = ceil(n / world)."""
+    shard = -(-n // world)
+    return [(r * shard, max(0, min(shard, n - r * shard))) for r in range(world)]
+
+
+def phase2_rank(case, r):
+    """The new rank of case rank r after the restart, or None if it sits out."""
+    i = (r - 1) % case.np
+    return i if i < case["load_np"] else None
+
+
+def label(case):
+    p = case.params
+    return (f"np={case.np} saved at {p['save_np']}, loaded at {p['load_np']}: {p['dims']} "
+            f"{p['act']} {p['loss']}, {amount(p['batch'], ' rows')}, "
+            f"{p['steps1']}+{p['steps'] - p['steps1']} steps")
+
+
+def specs():
+    out = []
+    for k, (a, b, model, s1, s2, mult) in enumerate(PLANS):
+        dims, act, loss = MODELS[model]
+        out.append({"np": max(a, b), "save_np": a, "load_np": b, "dims": dims, "act": act,
+                    "loss": loss, "steps": s1 + s2, "steps1": s1,
+                    "batch": a * b // math.gcd(a, b) * mult, "lr": LR, **ADAM})
+    return out
+
+
+def cases(rng):
+    cs = make_cases(CHECKPOINT, specs())
+    for c in cs:
+        c.params["ckpt"] = f"ckpt{c.index}"  # the case's directory name (made by the program)
+    return cs
+
+
+def inputs(case, rng):
+    """Every step's whole global batch on every rank, and each rank's own w0."""
+    m = model_of(case)
+    steps, rows = case["steps"], case["batch"]
+    din, dout = m.dims[0], m.dims[-1]
+    x = rng.uniform(-1, 1, (steps, rows, din)).astype(np.float32)
+    if m.loss == "ce":
+        y = rng.integers(0, dout, (steps, rows)).astype(np.int32)
+    else:
+        y = rng.normal(0, 1, (steps, rows, dout)).astype(np.float32)
+    w0 = [rng.normal(0, 0.5, m.nparams).astype(np.float32) for _ in range(case.np)]
+    return {"x": x, "y": y, "w0": w0}
+
+
+def reference(case, inp):
+    """Uninterrupted full-batch AdamW; each rank the steps of the phases it takes part in."""
+    m = model_of(case)
+    hp = {"lr": LR, **ADAM}
+    weights = m.adam_steps(inp["w0"][0], [(inp["x"][s], inp["y"][s])
+                                          for s in range(case["steps"])], hp)
+    out = []
+    for r in range(case.np):
+        mine = {}
+        for s, w in enumerate(weights):
+            in_phase = r < case["save_np"] if s < case["steps1"] else \
+                phase2_rank(case, r) is not None
+            if in_phase:
+                for name, off, shape in m.tensors:
+                    mine[f"step{s + 1}_{name}"] = w[off:off + int(np.prod(shape))]
+        out.append(mine)
+    return out
+
+
+def tolerance(case, inp, name, rank):
+    return Relative(5e-5, 2e-5)
+
+
+# ------------------------------------------------------------------- checks
+
+
+def first_difference(got, want):
+    """Index of the first element whose bits differ, or None."""
+    if got.shape != want.shape:
+        return -1
+    bad = np.flatnonzero(got.view(np.uint32) != want.view(np.uint32))
+    return int(bad[0]) if bad.size else None
+
+
+def identical_in_phases(case, outs, m):
+    """After every step, each phase's ranks hold bit-identical parameters."""
+    s1, a = case["steps1"], case["save_np"]
+    phase2 = [r for r in range(case.np) if phase2_rank(case, r) is not None]
+    phase2.sort(key=lambda r: phase2_rank(case, r))
+    for s in range(case["steps"]):
+        ranks = list(range(a)) if s < s1 else phase2
+        for name, _, _ in m.tensors:
+            key = f"step{s + 1}_{name}"
+            ref = outs[ranks[0]].get(key)
+            for r in ranks[1:]:
+                got = outs[r].get(key)
+                if ref is None or got is None or got.shape != ref.shape:
+                    continue  # the value comparison reports missing outputs
+                i = first_difference(got, ref)
+                if i is not None:
+                    return [(r, f"after step {s + 1}, case rank {r}'s {name}[{i}] is {got[i]!r} "
+                                f"but case rank {ranks[0]}'s is {ref[i]!r}: the ranks of a ZeRO "
+                                f"world must hold identical parameters")]
+    return []
+
+
+def loaded_state(case, outs, m):
+    """The loader's step, moments and parameters against what the saving ranks held."""
+    a, b, s1 = case["save_np"], case["load_np"], case["steps1"]
+    n = m.nparams
+    old, new = shards(n, a), shards(n, b)
+    saved = {}
+    for key in ("m", "v"):
+        pieces = []
+        for q, (lo, count) in enumerate(old):
+            got = outs[q].get(f"saved_{key}")
+            if got is None or got.size != count:
+                return [(q, f"case rank {q} wrote no saved_{key} of {count} values (the program's "
+                            f"main writes it before saving)")]
+            pieces.append(got)
+        saved[key] = np.concatenate(pieces)
+    owner = np.repeat(np.arange(a), [c for _, c in old])  # the old rank of every index
+
+    for r in range(case.np):
+        i = phase2_rank(case, r)
+        if i is None:
+            continue
+        who = f"case rank {r} (new rank {i} of {b})"
+        step = outs[r].get("loaded_step")
+        if step is not None and step.size == 1 and int(step[0]) != s1:
+            return [(r, f"{who} resumes at Adam step {int(step[0])}, expected {s1}: the step "
+                        f"count is part of the optimizer state (bias correction 1 - beta^t "
+                        f"depends on it); save it and set z->step when loading")]
+        lo, count = new[i]
+        for key in ("m", "v"):
+            got = outs[r].get(f"loaded_{key}")
+            want = saved[key][lo:lo + count]
+            if got is None or got.size != count:
+                continue
+            j = first_difference(got, want)
+            if j is not None:
+                g = lo + j
+                return [(r, f"{who} loaded {key}[{j}] (global index {g}) = {got[j]!r}, but old "
+                            f"rank {owner[g]} of {a} saved {want[j]!r} there; its new shard is "
+                            f"[{lo}, {lo + count}), old shards are {-(-n // a)} wide")]
+        ref = 0  # the saved model: case rank 0's parameters after step s1
+        for name, _, _ in m.tensors:
+            want = outs[ref].get(f"step{s1}_{name}")
+            got = outs[r].get(f"loaded_{name}")
+            if want is None or got is None:
+                continue
+            j = first_difference(got, want)
+            if j is not None:
+                return [(r, f"right after loading, {who}'s {name}[{j}] is {got[j]!r} but the "
+                            f"saved model's is {want[j]!r}: every rank needs the full "
+                            f"parameters (read its new shard, then all-gather)")]
+    return []
+
+
+def check(case, inp, outs):
+    m = model_of(case)
+    return identical_in_phases(case, outs, m) or loaded_state(case, outs, m)
+
+
+# ------------------------------------------------------------------- rules
+
+
+def moments_through_files(case, inp, records):
+    """Each rank receives at most the initial broadcast and one all-gather of parameters."""
+    n = model_of(case).nparams
+    b = case["load_np"]
+    gather = 4 * b * -(-n // b)  # b blocks of one padded shard
+    out = []
+    for r, rec in enumerate(records):
+        allowed, parts = SLACK, []
+        if 0 < r < case["save_np"]:
+            allowed += 4 * n
+            parts.append(f"rank 0's weights, {4 * n} B")
+        if phase2_rank(case, r) is not None:
+            allowed += gather
+            parts.append(f"one all-gather of the parameters, {gather} B")
+        parts.append(f"{SLACK} B of metadata")
+        got = sum(st.bytes_recv for st in rec.calls.values())
+        if got > allowed:
+            out.append((r, f"case rank {r} received {got} B through MPI, at most {allowed} B "
+                           f"expected ({'; '.join(parts)}): the optimizer state moves through "
+                           f"the files only, every rank writing its own shard and reading its "
+                           f"own new one"))
+    return out[:1]
+
+
+CHECKPOINT = Test(
+    exercise="zero_checkpoint", name="zero_checkpoint", points=20,
+    cases=cases, inputs=inputs, reference=reference, tolerance=tolerance, label=label,
+    check=check, check_first=True, rules=[moments_through_files],
+    hint="each rank writes its own shard (parameters, m, v, step); a loader at another world "
+         "size reads, for its new shard [lo, lo + count), the overlapping slice of every old "
+         "file, sets the step, and all-gathers the parameters",
+)
+
+CHECKPOINT_TESTS = [CHECKPOINT]

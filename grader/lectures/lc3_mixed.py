@@ -1,3 +1,0 @@
-"""Lecture 3 tests: mixed (being written)."""
-
-MIXED_TESTS = []

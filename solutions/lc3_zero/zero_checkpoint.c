@@ -1,0 +1,541 @@
+/*
+ * zero_checkpoint.c: save ZeRO-1 state at one world size, load it at another.
+ * docs/lc3_zero.md#zero_checkpoint
+ *
+ * A ZeRO-1 rank owns one shard of the optimizer: Adam's m and v for the
+ * parameters [lo, lo + count). A checkpoint keeps it that way: every rank
+ * writes its own shard to its own file, in parallel, and no rank ever holds
+ * the whole optimizer state. The job may come back on a different number of
+ * ranks (a node lost, more nodes granted); then the shards are cut anew, and
+ * each new rank reads, from every old file that overlaps its new shard, just
+ * the overlapping slice:
+ *
+ *     nparams = 10, saved at np = 4 (shard 3), loaded at np = 3 (shard 4)
+ *
+ *     flat index   0  1  2  3  4  5  6  7  8  9  .  .
+ *     old rank     0  0  0  1  1  1  2  2  2  3           files shard-0 .. shard-3
+ *     new rank     0  0  0  0  1  1  1  1  2  2  2  2     (. = padding)
+ *
+ *     new r0 reads [0,3) from shard-0 and [3,4) from shard-1
+ *     new r1 reads [4,6) from shard-1 and [6,8) from shard-2
+ *     new r2 reads [8,9) from shard-2 and [9,10) from shard-3
+ *
+ * The files (every number little-endian, as the machine writes it):
+ *
+ *     DIR/shard-<r>.bin   rank r of the saving world: a header of 8 int64,
+ *                           magic, nparams, np, r, lo, count, step, 0
+ *                         then 3 blocks of count float32: the parameters
+ *                         [lo, lo + count), their m, their v. Parameter i's
+ *                         m is at byte 64 + 4 (count + i - lo).
+ *     DIR/meta.bin        the same header with r = -1, lo = 0, count =
+ *                         nparams; written by rank 0 once every shard is on
+ *                         disk: a checkpoint without it is incomplete.
+ *
+ * Files are written and read with MPI-IO on MPI_COMM_SELF: one rank, one
+ * file, reads and writes at explicit offsets (pread and pwrite, in effect).
+ *
+ * Cost: saving writes 64 + 12 count bytes per rank, 12 nparams in all (plus
+ * headers), at any np, all ranks at once. Loading reads 8 count bytes of
+ * moments and 4 count of parameters per rank, from at most
+ * ceil(shard_new / shard_old) + 1 files. The rest of the parameters comes
+ * from one all-gather (4 np shard bytes received per rank), the one every
+ * step ends with: reading the whole model on every rank would work too, but
+ * np ranks would then read np times the model from a file system that is
+ * slower than the network. The moments never cross the network.
+ */
+#include "xt_nn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CKPT_MAGIC 0x3154504b43545858LL /* "XXTCKPT1" read as little-endian bytes */
+
+/* The first 64 bytes of every file of a checkpoint. */
+typedef struct {
+    int64_t magic, nparams, np, rank, lo, count, step, zero;
+} ckpt_header;
+
+enum { HEADER_BYTES = sizeof(ckpt_header) };
+
+/* ------------------------------------------------------------ file helpers */
+
+/*
+ * Given: opening, reading and writing that die naming the file and MPI's
+ * reason. (Not static: until the TODOs are written nothing calls them, and
+ * an unused static function is a warning.)
+ */
+
+/* DIR/shard-<rank>.bin, or DIR/meta.bin for rank -1. */
+void ckpt_path(char *out, size_t cap, const char *dir, int rank)
+{
+    if (rank < 0)
+        snprintf(out, cap, "%s/meta.bin", dir);
+    else
+        snprintf(out, cap, "%s/shard-%d.bin", dir, rank);
+}
+
+void check_io(int rc, const char *what, const char *path)
+{
+    if (rc == MPI_SUCCESS)
+        return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    xt_die("%s %s: %s", what, path, text);
+}
+
+/* Opens `path` for this rank alone: MPI_MODE_RDONLY, or MPI_MODE_WRONLY | MPI_MODE_CREATE. */
+MPI_File ckpt_open(const char *path, int amode)
+{
+    MPI_File f;
+    check_io(MPI_File_open(MPI_COMM_SELF, path, amode, MPI_INFO_NULL, &f), "cannot open", path);
+    return f;
+}
+
+void ckpt_close(MPI_File *f, const char *path)
+{
+    check_io(MPI_File_close(f), "cannot close", path);
+}
+
+/* Writes n elements of dt at byte `at`. */
+void ckpt_write(MPI_File f, const char *path, MPI_Offset at, const void *buf, long n,
+                MPI_Datatype dt)
+{
+    check_io(MPI_File_write_at(f, at, buf, (int)n, dt, MPI_STATUS_IGNORE), "cannot write", path);
+}
+
+/* Reads n elements of dt from byte `at`; dies if the file ends before. */
+void ckpt_read(MPI_File f, const char *path, MPI_Offset at, void *buf, long n, MPI_Datatype dt)
+{
+    MPI_Status st;
+    int got = 0;
+    check_io(MPI_File_read_at(f, at, buf, (int)n, dt, &st), "cannot read", path);
+    MPI_Get_count(&st, dt, &got);
+    XT_CHECK(got == n, "%s: expected %ld values at byte %lld, the file ends after %d", path, n,
+             (long long)at, got);
+}
+
+/* Reads a header and checks that it is one of this checkpoint's. */
+ckpt_header ckpt_read_header(MPI_File f, const char *path)
+{
+    ckpt_header h;
+    ckpt_read(f, path, 0, &h, 8, MPI_INT64_T);
+    XT_CHECK(h.magic == CKPT_MAGIC, "%s is not a checkpoint file (magic %016llx)", path,
+             (unsigned long long)h.magic);
+    return h;
+}
+
+/* ------------------------------------------------------------ the exercise */
+
+/*
+ * Collective over comm, the world of ZeRO state z: every rank writes its own
+ * shard of the parameters and of Adam's moments to DIR/shard-<rank>.bin (the
+ * format above); then rank 0 writes DIR/meta.bin. DIR exists.
+ */
+void zero_checkpoint_save(const xt_zero_state *z, const xt_mlp *m, const char *dir, MPI_Comm comm)
+{
+    /*
+     * TODO: write this rank's shard, then mark the checkpoint complete.
+     *   Fill a ckpt_header {CKPT_MAGIC, z->nparams, np, rank, z->lo,
+     *   z->count, z->step, 0}; open ckpt_path(dir, rank) with
+     *   MPI_MODE_WRONLY | MPI_MODE_CREATE (ckpt_open) and write the header
+     *   (8 MPI_INT64_T at byte 0), then z->count floats of m->params from
+     *   z->lo at byte 64, z->m's count at 64 + 4 count, z->v's at
+     *   64 + 8 count; close it. MPI_Barrier(comm): every shard is on disk.
+     *   Then rank 0 writes meta.bin: the same header with rank -1, lo 0 and
+     *   count z->nparams, nothing after it.
+     */
+    // BEGIN SOLUTION
+    int rank, np;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    char path[4096];
+    ckpt_header h = {CKPT_MAGIC, z->nparams, np, rank, z->lo, z->count, z->step, 0};
+    ckpt_path(path, sizeof path, dir, rank);
+    MPI_File f = ckpt_open(path, MPI_MODE_WRONLY | MPI_MODE_CREATE);
+    ckpt_write(f, path, 0, &h, 8, MPI_INT64_T);
+    MPI_Offset at = HEADER_BYTES, block = (MPI_Offset)sizeof(float) * z->count;
+    ckpt_write(f, path, at, m->params + z->lo, z->count, MPI_FLOAT);
+    ckpt_write(f, path, at + block, z->m, z->count, MPI_FLOAT);
+    ckpt_write(f, path, at + 2 * block, z->v, z->count, MPI_FLOAT);
+    ckpt_close(&f, path);
+
+    /* Only once every rank's shard is written may the checkpoint say it is complete. */
+    MPI_Barrier(comm);
+    if (rank == 0) {
+        h.rank = -1;
+        h.lo = 0;
+        h.count = z->nparams;
+        ckpt_path(path, sizeof path, dir, -1);
+        f = ckpt_open(path, MPI_MODE_WRONLY | MPI_MODE_CREATE);
+        ckpt_write(f, path, 0, &h, 8, MPI_INT64_T);
+        ckpt_close(&f, path);
+    }
+    // END SOLUTION
+}
+
+/*
+ * Collective over comm, a world of any size: z was just set up for it
+ * (xt_zero_state_init: this rank's new lo, count and shard, moments zero)
+ * and m->params is padded to np * z->shard floats. Fills z->m, z->v and
+ * z->step from the checkpoint in DIR, and all of m->params.
+ */
+void zero_checkpoint_load(xt_zero_state *z, xt_mlp *m, const char *dir, MPI_Comm comm)
+{
+    /*
+     * TODO: read meta.bin, then the old shards overlapping the new one.
+     *   meta.bin's header (ckpt_read_header) gives the saved world size
+     *   old_np and the Adam step; check that its nparams is z->nparams.
+     *   Old rank q held [q old_shard, min((q + 1) old_shard, nparams)),
+     *   old_shard = ceil(nparams / old_np). For every q whose range
+     *   overlaps this rank's [z->lo, z->lo + z->count) in [from, to):
+     *   open ckpt_path(dir, q), read and check its header (rank q, its lo
+     *   and count), and read [from, to) of each of its three blocks: the
+     *   parameters into m->params + from, m and v into z->m and z->v at
+     *   from - z->lo. Set z->step. Then one MPI_Allgather, in place, of
+     *   z->shard floats per rank completes m->params. The moments come
+     *   from the files only, never through MPI.
+     */
+    // BEGIN SOLUTION
+    char path[4096];
+    ckpt_path(path, sizeof path, dir, -1);
+    MPI_File f = ckpt_open(path, MPI_MODE_RDONLY);
+    ckpt_header meta = ckpt_read_header(f, path);
+    ckpt_close(&f, path);
+    XT_CHECK(meta.nparams == z->nparams && meta.np >= 1,
+             "%s: a checkpoint of %lld parameters saved by %lld ranks; this model has %ld", path,
+             (long long)meta.nparams, (long long)meta.np, z->nparams);
+
+    long old_shard = (z->nparams + meta.np - 1) / meta.np;
+    long lo = z->lo, hi = z->lo + z->count;
+    for (int q = 0; q < meta.np; q++) {
+        long qlo = q * old_shard, qhi = qlo + old_shard < z->nparams ? qlo + old_shard : z->nparams;
+        long from = lo > qlo ? lo : qlo, to = hi < qhi ? hi : qhi;
+        if (from >= to)
+            continue; /* no overlap (or an old rank that held nothing) */
+        ckpt_path(path, sizeof path, dir, q);
+        f = ckpt_open(path, MPI_MODE_RDONLY);
+        ckpt_header h = ckpt_read_header(f, path);
+        XT_CHECK(h.nparams == z->nparams && h.np == meta.np && h.rank == q && h.lo == qlo &&
+                     h.count == qhi - qlo && h.step == meta.step,
+                 "%s does not hold old rank %d's shard [%ld, %ld) of step %lld (its header: "
+                 "rank %lld of %lld, [%lld, +%lld), step %lld)",
+                 path, q, qlo, qhi, (long long)meta.step, (long long)h.rank, (long long)h.np,
+                 (long long)h.lo, (long long)h.count, (long long)h.step);
+        MPI_Offset block = (MPI_Offset)sizeof(float) * h.count;
+        MPI_Offset at = HEADER_BYTES + (MPI_Offset)sizeof(float) * (from - qlo);
+        ckpt_read(f, path, at, m->params + from, to - from, MPI_FLOAT);
+        ckpt_read(f, path, at + block, z->m + (from - lo), to - from, MPI_FLOAT);
+        ckpt_read(f, path, at + 2 * block, z->v + (from - lo), to - from, MPI_FLOAT);
+        ckpt_close(&f, path);
+    }
+    z->step = meta.step;
+
+    /* Each rank read its own new shard of the parameters: the same all-gather as every step. */
+    MPI_Allgather(MPI_IN_PLACE, (int)z->shard, MPI_FLOAT, m->params, (int)z->shard, MPI_FLOAT,
+                  comm);
+    // END SOLUTION
+}
+
+/* --------------------------------------------------------------- case mode */
+
+/* Rank `rank` of a world of `np`: its rows of each step's global batch of B rows. */
+static const float *rows_x(const xt_train_case *t, int step, int rank, int np)
+{
+    return xt_train_case_x(t, step) + (long)rank * (t->rows / np) * t->model.dims[0];
+}
+
+static const void *rows_y(const xt_train_case *t, int step, int rank, int np)
+{
+    return xt_mlp_target_at(&t->model, xt_train_case_target(t, step), (long)rank * (t->rows / np));
+}
+
+/* Every tensor of the model as "<prefix>_<name>". */
+static void output_params(xt_train_case *t, const char *prefix)
+{
+    for (int i = 0; i < t->model.ntensors; i++) {
+        const xt_tensor *v = &t->model.tensor[i];
+        char name[64];
+        snprintf(name, sizeof name, "%s_%s", prefix, v->name);
+        xt_case_output(t->c, name, t->model.params + v->offset, XT_F32, v->count);
+    }
+}
+
+/*
+ * A directory of its own for this case and this group of ranks, inside the
+ * grader's directory (--cases DIR): DIR/<ckpt>.w<world rank of the case's
+ * rank 0>. The grader removes DIR, checkpoints included, when it next runs.
+ */
+static void case_dir(xt_case *c, MPI_Comm comm, char *out, size_t cap)
+{
+    MPI_Group world, mine;
+    int zero = 0, first = 0;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Comm_group(comm, &mine);
+    MPI_Group_translate_ranks(mine, 1, &zero, world, &first);
+    MPI_Group_free(&world);
+    MPI_Group_free(&mine);
+    snprintf(out, cap, "%s/%s.w%d", xt_arg_str("cases", "."), xt_case_str(c, "ckpt"), first);
+    XT_CHECK(mkdir(out, 0777) == 0 || errno == EEXIST, "cannot create %s: %s", out,
+             strerror(errno));
+}
+
+/*
+ * np = max(save_np, load_np) ranks. Phase 1: ranks 0 .. save_np-1 train
+ * steps1 ZeRO-1 steps from rank 0's weights and save. Everything is freed.
+ * Phase 2: load_np ranks in a rotated order (new rank i is case rank
+ * (i + 1) % np, so nobody finds its old shard in memory) load, and train
+ * the remaining steps. Each step's global batch of `rows` rows is cut in
+ * the current world's rank order.
+ */
+static void run_case(xt_case *c)
+{
+    xt_train_case t = xt_train_case_begin(c);
+    int rank, np;
+    MPI_Comm_rank(t.comm, &rank);
+    MPI_Comm_size(t.comm, &np);
+    int save_np = (int)xt_case_int(c, "save_np"), load_np = (int)xt_case_int(c, "load_np");
+    int steps1 = (int)xt_case_int(c, "steps1");
+    XT_CHECK(save_np <= np && load_np <= np && t.rows % save_np == 0 && t.rows % load_np == 0,
+             "case: %d rows per step cannot be cut for %d and %d ranks", t.rows, save_np, load_np);
+    char dir[4096];
+    case_dir(c, t.comm, dir, sizeof dir);
+    long n = t.model.nparams;
+    xt_zero_state z;
+
+    MPI_Comm comm;
+    MPI_Comm_split(t.comm, rank < save_np ? 0 : MPI_UNDEFINED, rank, &comm);
+    if (comm != MPI_COMM_NULL) {
+        xt_zero_state_init(&z, n, comm);
+        xt_mlp_pad_params(&t.model, save_np * z.shard);
+        MPI_Bcast(t.model.params, (int)n, MPI_FLOAT, 0, comm);
+        for (int s = 0; s < steps1; s++) {
+            xt_zero1_train_step(&z, &t.model, rows_x(&t, s, rank, save_np),
+                                rows_y(&t, s, rank, save_np), t.rows / save_np, &t.adam, comm);
+            xt_train_case_output(&t, s);
+        }
+        xt_case_output(c, "saved_m", z.m, XT_F32, z.count);
+        xt_case_output(c, "saved_v", z.v, XT_F32, z.count);
+        zero_checkpoint_save(&z, &t.model, dir, comm);
+        xt_zero_state_free(&z);
+        MPI_Comm_free(&comm);
+    }
+    memset(t.model.params, 0, xt_alloc_size(t.model.params)); /* nothing carries over */
+    MPI_Barrier(t.comm);                                      /* the job ends here and restarts */
+
+    int rank2 = (rank + np - 1) % np;
+    MPI_Comm_split(t.comm, rank2 < load_np ? 0 : MPI_UNDEFINED, rank2, &comm);
+    if (comm != MPI_COMM_NULL) {
+        xt_zero_state_init(&z, n, comm);
+        xt_mlp_pad_params(&t.model, load_np * z.shard);
+        zero_checkpoint_load(&z, &t.model, dir, comm);
+        int64_t step = z.step;
+        xt_case_output(c, "loaded_m", z.m, XT_F32, z.count);
+        xt_case_output(c, "loaded_v", z.v, XT_F32, z.count);
+        xt_case_output(c, "loaded_step", &step, XT_I64, 1);
+        output_params(&t, "loaded");
+        for (int s = steps1; s < t.steps; s++) {
+            xt_zero1_train_step(&z, &t.model, rows_x(&t, s, rank2, load_np),
+                                rows_y(&t, s, rank2, load_np), t.rows / load_np, &t.adam, comm);
+            xt_train_case_output(&t, s);
+        }
+        xt_zero_state_free(&z);
+        MPI_Comm_free(&comm);
+    }
+    xt_train_case_end(&t);
+}
+
+/* ---------------------------------------------------------------------- demo */
+
+static double max_gap(const float *a, const float *b, long n)
+{
+    double gap = 0.0;
+    for (long i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        gap = d > gap ? d : -d > gap ? -d : gap;
+    }
+    return gap;
+}
+
+/*
+ * One ZeRO-1 step of world `comm` on its rows of the step's batch, and the
+ * same step of the uninterrupted single-process twin (every rank keeps one:
+ * it is small); rank 0 of comm prints the line.
+ */
+static void demo_step(xt_zero_state *z, xt_mlp *m, const float *x, const int32_t *y, int rows,
+                      int step, const xt_adam *h, MPI_Comm comm, xt_mlp *twin, float *tm, float *tv)
+{
+    int r, np;
+    MPI_Comm_rank(comm, &r);
+    MPI_Comm_size(comm, &np);
+    int din = m->dims[0], mine = rows / np;
+    float loss =
+        xt_zero1_train_step(z, m, x + (long)r * mine * din, y + (long)r * mine, mine, h, comm);
+    float sum = 0.0f;
+    MPI_Reduce(&loss, &sum, 1, MPI_FLOAT, MPI_SUM, 0, comm);
+    xt_mlp_zero_grad(twin);
+    xt_mlp_forward(twin, x, rows);
+    xt_mlp_backward(twin, y, 1.0f, NULL, NULL);
+    xt_adam_update(twin->params, twin->grads, tm, tv, twin->nparams, step + 1, h);
+    xt_printf_root(comm, "%4d  np=%d   %-8.5f  %-11.2g  %ld\n", step + 1, np, sum / (float)np,
+                   max_gap(m->params, twin->params, m->nparams), z->step);
+}
+
+/* Rank 0: the files of the checkpoint and their sizes. */
+static long list_files(const char *dir, int np)
+{
+    long total = 0;
+    for (int q = -1; q < np; q++) {
+        char path[4096];
+        struct stat sb;
+        ckpt_path(path, sizeof path, dir, q);
+        long size = stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+        printf("  %-12s %6ld B\n", strrchr(path, '/') + 1, size);
+        total += size > 0 ? size : 0;
+    }
+    return total;
+}
+
+/*
+ * make demo EX=zero_checkpoint NP=4: train 3 steps at np = NP, save, load at
+ * np = NP-1 with the ranks rotated, train 3 more, and compare every step
+ * with one process that never stopped. Options: --steps1, --steps2, --rows
+ * (per step: NP (NP-1) rows times this), --lr, --wd, --dims, and
+ * --lose=moments or --lose=step, which damages the loaded state on purpose
+ * to show what a checkpoint without it does to training.
+ */
+static void demo(MPI_Comm world)
+{
+    int rank, np;
+    MPI_Comm_rank(world, &rank);
+    MPI_Comm_size(world, &np);
+    int save_np = np, load_np = np > 1 ? np - 1 : 1;
+    int steps1 = (int)xt_arg_int("steps1", 3), steps2 = (int)xt_arg_int("steps2", 3);
+    int rows = save_np * load_np * (int)xt_arg_int("rows", 2); /* per step, both worlds */
+    xt_adam h = {.lr = (float)xt_arg_double("lr", 0.03),
+                 .beta1 = 0.9f,
+                 .beta2 = 0.999f,
+                 .eps = 1e-8f,
+                 .weight_decay = (float)xt_arg_double("wd", 0.01)};
+    xt_mlp m, twin;
+    xt_mlp_init_str(&m, xt_arg_str("dims", "8,32,32,4"), XT_RELU, XT_CROSS_ENTROPY);
+    long n = m.nparams;
+    int din = m.dims[0], steps = steps1 + steps2;
+
+    /*
+     * One batch, the same on every rank and at every step: random inputs and
+     * labels to learn by heart, so that the loss falls, across the restart too.
+     */
+    float *x = xt_malloc(sizeof(float) * (size_t)rows * din);
+    int32_t *y = xt_malloc(sizeof(int32_t) * (size_t)rows);
+    xt_rng g = xt_rng_seed(1234);
+    for (long i = 0; i < (long)rows * din; i++)
+        x[i] = xt_rng_uniform(&g, -1.0f, 1.0f);
+    for (long i = 0; i < rows; i++)
+        y[i] = (int32_t)xt_rng_below(&g, (uint64_t)m.dims[m.nlayers]);
+    xt_mlp_randomize(&m, 1000 + (uint64_t)rank); /* own weights: the broadcast makes them agree */
+    xt_mlp_init(&twin, m.nlayers, m.dims, m.act, m.loss);
+    xt_mlp_randomize(&twin, 1000); /* rank 0's: the twin starts where the broadcast does */
+    float *tm = xt_calloc((size_t)n, sizeof(float)), *tv = xt_calloc((size_t)n, sizeof(float));
+
+    /*
+     * A fresh directory, named by rank 0 (mkdtemp), removed at the end: under
+     * build/ when the demo runs from the repository (make demo), so that a
+     * run stopped half-way leaves nothing outside it; else under /tmp.
+     */
+    char dir[256] = "build/zero_checkpoint-XXXXXX";
+    if (rank == 0 && !mkdtemp(dir)) {
+        snprintf(dir, sizeof dir, "/tmp/zero_checkpoint-XXXXXX");
+        XT_CHECK(mkdtemp(dir), "mkdtemp %s: %s", dir, strerror(errno));
+    }
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, world);
+    xt_printf_root(world,
+                   "MLP %s, %ld parameters; AdamW lr %g wd %g; %d rows per step\n"
+                   "phase 1: np=%d trains %d steps, saves to %s\n"
+                   "phase 2: np=%d (rotated: new rank i is old rank i+1) loads, trains %d\n"
+                   "step  world  loss      max|W-twin|  adam step\n",
+                   xt_arg_str("dims", "8,32,32,4"), n, h.lr, h.weight_decay, rows, save_np, steps1,
+                   dir, load_np, steps2);
+
+    xt_zero_state z;
+    MPI_Comm comm;
+    MPI_Comm_split(world, rank < save_np ? 0 : MPI_UNDEFINED, rank, &comm);
+    if (comm != MPI_COMM_NULL) {
+        xt_zero_state_init(&z, n, comm);
+        xt_mlp_pad_params(&m, save_np * z.shard);
+        MPI_Bcast(m.params, (int)n, MPI_FLOAT, 0, comm);
+        for (int s = 0; s < steps1; s++)
+            demo_step(&z, &m, x, y, rows, s, &h, comm, &twin, tm, tv);
+        zero_checkpoint_save(&z, &m, dir, comm);
+        xt_printf_ordered(comm, "old rank %d of %d saved [%ld, %ld)\n", rank, save_np, z.lo,
+                          z.lo + z.count);
+        xt_zero_state_free(&z);
+        MPI_Comm_free(&comm);
+    }
+    memset(m.params, 0, xt_alloc_size(m.params));
+    MPI_Barrier(world);
+    if (rank == 0) {
+        printf("checkpoint %s:\n", dir);
+        long total = list_files(dir, save_np);
+        printf("  %ld B in all; the fp32 model alone is %ld B\n", total, 4 * n);
+        fflush(stdout);
+    }
+
+    int rank2 = (rank + np - 1) % np;
+    MPI_Comm_split(world, rank2 < load_np ? 0 : MPI_UNDEFINED, rank2, &comm);
+    if (comm != MPI_COMM_NULL) {
+        xt_zero_state_init(&z, n, comm);
+        xt_mlp_pad_params(&m, load_np * z.shard);
+        zero_checkpoint_load(&z, &m, dir, comm);
+        /* Which old files cover this rank's new shard (the loader's arithmetic, again). */
+        char from[256] = "";
+        long old_shard = (n + save_np - 1) / save_np;
+        for (int q = 0, k = 0; q < save_np; q++) {
+            long qlo = q * old_shard, qhi = qlo + old_shard < n ? qlo + old_shard : n;
+            long a = z.lo > qlo ? z.lo : qlo, b = z.lo + z.count < qhi ? z.lo + z.count : qhi;
+            if (a < b)
+                k += snprintf(from + k, sizeof from - (size_t)k, " shard-%d[%ld,%ld)", q, a, b);
+        }
+        xt_printf_ordered(comm, "new r%d (was r%d) [%ld,%ld) <-%s\n", rank2, rank, z.lo,
+                          z.lo + z.count, z.count ? from : " nothing");
+        /* --lose moments|step: what a checkpoint without them does to training. */
+        const char *lose = xt_arg_str("lose", "");
+        if (strcmp(lose, "moments") == 0) {
+            memset(z.m, 0, sizeof(float) * (size_t)z.shard);
+            memset(z.v, 0, sizeof(float) * (size_t)z.shard);
+        } else if (strcmp(lose, "step") == 0) {
+            z.step = 0;
+        }
+        xt_printf_root(comm, "%s",
+                       *lose ? "(--lose: the loaded state is damaged on purpose)\n" : "");
+        for (int s = steps1; s < steps; s++)
+            demo_step(&z, &m, x, y, rows, s, &h, comm, &twin, tm, tv);
+        xt_zero_state_free(&z);
+        MPI_Comm_free(&comm);
+    }
+    MPI_Barrier(world);
+    if (rank == 0) {
+        for (int q = -1; q < save_np; q++) {
+            char path[4096];
+            ckpt_path(path, sizeof path, dir, q);
+            remove(path);
+        }
+        rmdir(dir);
+        printf("removed %s\n", dir);
+    }
+    xt_mlp_free(&twin);
+    free(tm);
+    free(tv);
+    xt_mlp_free(&m);
+    free(x);
+    free(y);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
