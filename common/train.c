@@ -281,12 +281,15 @@ void xt_train_demo_end(xt_train_demo *d)
                                                "MPI_Reduce_scatter", "MPI_Reduce_scatter_block",
                                                "MPI_Allgather",      "MPI_Allgatherv"};
         printf("rank 0 per step:");
+        const char *sep = " ";
         for (size_t i = 0; i < sizeof per_step / sizeof *per_step; i++) {
             long calls = xt_mpi_stats_get(per_step[i]).calls;
-            if (calls || i < 2)
-                printf(" %g %s,", (double)calls / d->steps, per_step[i]);
+            if (calls) {
+                printf("%s%g %s", sep, (double)calls / d->steps, per_step[i]);
+                sep = ", ";
+            }
         }
-        printf(" %.0f B in MPI calls\n",
+        printf("%s\nrank 0 bytes in MPI calls per step: %.0f\n", *sep == ' ' ? " none" : "",
                (double)(after.bytes_sent - d->before.bytes_sent) / d->steps);
         xt_mlp_free(&d->single);
     }
