@@ -13,6 +13,9 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -651,4 +654,12 @@ void xt_print_buffer_at(MPI_Comm comm, int who, const char *label, const void *b
     if (rank == who)
         xt_format_buffer(text, sizeof text, buf, count, dt);
     xt_printf_ordered(comm, "%s%s", rank == who ? label : "", text);
+}
+
+void xt_steady_allocator(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
 }

@@ -57,6 +57,14 @@ int xt_local_rank(void); /* rank among the processes on this node */
 
 /* Seconds on the monotonic clock (one clock for every process of a machine). */
 double xt_now(void);
+/*
+ * For benchmarks: fixed glibc thresholds keep buffers of up to 32 MiB in the
+ * heap, as in a trainer that has run for a while, instead of a fresh mmap
+ * and its page faults each time a step allocates one (ZeRO-3's gathered
+ * layers, DDP's buckets), depending on what ran before.
+ */
+void xt_steady_allocator(void);
+
 /* Sleeps this long (cases that make ranks arrive at different times). */
 void xt_sleep(double seconds);
 

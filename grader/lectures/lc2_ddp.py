@@ -63,11 +63,16 @@ def ddp_reference(case, inputs):
     x = np.concatenate(inputs["x"], axis=1)
     y = np.concatenate(inputs["y"], axis=1)
     weights = m.sgd_steps(inputs["w0"][0], [(x[s], y[s]) for s in range(STEPS)], float(LR))
+    return [step_outputs(m, weights) for _ in range(case.np)]
+
+
+def step_outputs(m, weights):
+    """{"step<s>_<tensor>": values}, s from 1, for the flat weights after each step."""
     out = {}
     for s, w in enumerate(weights):
         for name, off, shape in m.tensors:
             out[f"step{s + 1}_{name}"] = w[off:off + int(np.prod(shape))]
-    return [out for _ in range(case.np)]
+    return out
 
 
 def ddp_tolerance(case, inputs, name, rank):

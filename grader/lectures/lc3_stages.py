@@ -36,7 +36,7 @@ import numpy as np
 
 import nn
 from lectures.lc2_ddp import (STEPS, ddp_inputs, ddp_label, identical_on_all_ranks,
-                              model_of, training_case, allreduce_budget, MODELS)
+                              model_of, training_case, allreduce_budget, MODELS, step_outputs)
 from spec import amount, make_cases, Relative, Test
 
 LR = "0.01"
@@ -73,10 +73,7 @@ def adam_reference(case, inputs):
     y = np.concatenate(inputs["y"], axis=1)
     hp = {"lr": case["lr"], **{k: case[k] for k in ADAM}}
     weights = m.adam_steps(inputs["w0"][0], [(x[s], y[s]) for s in range(STEPS)], hp)
-    out = {}
-    for s, w in enumerate(weights):
-        for name, off, shape in m.tensors:
-            out[f"step{s + 1}_{name}"] = w[off:off + int(np.prod(shape))]
+    out = step_outputs(m, weights)
     return [out for _ in range(case.np)]
 
 
