@@ -193,7 +193,7 @@ xt_train_demo xt_train_demo_begin(MPI_Comm comm, const char *default_dims)
         xt_mlp_init(&d.single, d.model.nlayers, d.model.dims, d.model.act, d.model.loss);
         xti_mem_pause(0);
         memcpy(d.single.params, d.model.params, sizeof(float) * (size_t)d.model.nparams);
-        printf("MLP %s %s %s, %ld parameters in %d tensors; %d rows per rank and step\n", dims,
+        printf("MLP %s %s %s, %ld parameters in %d tensors\n%d rows per rank and step\n", dims,
                xt_act_name(d.model.act), xt_loss_name(d.model.loss), d.model.nparams,
                d.model.ntensors, d.rows);
         fflush(stdout);
