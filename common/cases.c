@@ -54,6 +54,7 @@ struct xt_case {
     char *keys[MAX_KEYS], *vals[MAX_KEYS];
     char *line;
     char dir[3072];
+    char scratch[3200]; /* xt_case_scratch_dir's, once made */
     guarded *bufs;
     int nbufs, capbufs;
 };
@@ -96,6 +97,16 @@ const char *xt_case_str(const xt_case *c, const char *key)
     if (!v)
         xt_die("case %d has no parameter '%s' (line: %s)", c->index, key, c->line);
     return v;
+}
+
+const char *xt_case_scratch_dir(xt_case *c)
+{
+    if (!c->scratch[0]) {
+        snprintf(c->scratch, sizeof c->scratch, "%s/g%d.scratch", c->dir, c->group);
+        XT_CHECK(mkdir(c->scratch, 0777) == 0 || errno == EEXIST, "cannot create %s: %s",
+                 c->scratch, strerror(errno));
+    }
+    return c->scratch;
 }
 
 int xt_case_has(const xt_case *c, const char *key)

@@ -271,7 +271,13 @@ void xt_watchdog_arm(double seconds);
 int xt_case_mode(void);
 void xt_run_cases(void (*run_case)(xt_case *c));
 
-MPI_Comm xt_case_comm(const xt_case *c);  /* the communicator this case runs on */
+MPI_Comm xt_case_comm(const xt_case *c); /* the communicator this case runs on */
+/*
+ * A directory for files the case writes and reads back (a checkpoint), the
+ * same path on every rank of the case's group and a different one for every
+ * group and case; made on first use, and removed with the grader's run.
+ */
+const char *xt_case_scratch_dir(xt_case *c);
 const char *xt_case_fn(const xt_case *c); /* the function under test */
 int xt_case_is(const xt_case *c, const char *fn);
 const char *xt_case_str(const xt_case *c, const char *key); /* dies if absent */

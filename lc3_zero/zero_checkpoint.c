@@ -202,25 +202,6 @@ static void output_params(xt_train_case *t, const char *prefix)
 }
 
 /*
- * A directory of its own for this case and this group of ranks, inside the
- * grader's directory (--cases DIR): DIR/<ckpt>.w<world rank of the case's
- * rank 0>. The grader removes DIR, checkpoints included, when it next runs.
- */
-static void case_dir(xt_case *c, MPI_Comm comm, char *out, size_t cap)
-{
-    MPI_Group world, mine;
-    int zero = 0, first = 0;
-    MPI_Comm_group(MPI_COMM_WORLD, &world);
-    MPI_Comm_group(comm, &mine);
-    MPI_Group_translate_ranks(mine, 1, &zero, world, &first);
-    MPI_Group_free(&world);
-    MPI_Group_free(&mine);
-    snprintf(out, cap, "%s/%s.w%d", xt_arg_str("cases", "."), xt_case_str(c, "ckpt"), first);
-    XT_CHECK(mkdir(out, 0777) == 0 || errno == EEXIST, "cannot create %s: %s", out,
-             strerror(errno));
-}
-
-/*
  * np = max(save_np, load_np) ranks. Phase 1: ranks 0 .. save_np-1 train
  * steps1 ZeRO-1 steps from rank 0's weights and save. Everything is freed.
  * Phase 2: load_np ranks in a rotated order (new rank i is case rank
@@ -238,8 +219,7 @@ static void run_case(xt_case *c)
     int steps1 = (int)xt_case_int(c, "steps1");
     XT_CHECK(save_np <= np && load_np <= np && t.rows % save_np == 0 && t.rows % load_np == 0,
              "case: %d rows per step cannot be cut for %d and %d ranks", t.rows, save_np, load_np);
-    char dir[4096];
-    case_dir(c, t.comm, dir, sizeof dir);
+    const char *dir = xt_case_scratch_dir(c); /* removed with the grader's run */
     long n = t.model.nparams;
     xt_zero_state z;
 

@@ -44,10 +44,9 @@ single shared file written with MPI_File_write_at_all is sharded I/O too.)
 Case order: np = 2 first (two groups run at once, which is what the
 per-group directories are for), then 4, then 3 (spec.NP_ORDER).
 
-The checkpoint directory of a case is made by the program itself, inside
-the grader's launch directory (DIR/<ckpt>.w<world rank of the case's rank
-0>, one per case and group), so it goes with the rest of the launch's files
-when the grader next runs.
+The checkpoint directory of a case is libxt's xt_case_scratch_dir: inside
+the case's directory of the grader's launch, one per group of ranks, so it
+goes with the rest of the launch's files when the grader next runs.
 """
 
 import math
@@ -107,10 +106,7 @@ def specs():
 
 
 def cases(rng):
-    cs = make_cases(CHECKPOINT, specs())
-    for c in cs:
-        c.params["ckpt"] = f"ckpt{c.index}"  # the case's directory name (made by the program)
-    return cs
+    return make_cases(CHECKPOINT, specs())
 
 
 def inputs(case, rng):
