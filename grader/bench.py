@@ -126,6 +126,41 @@ def finish(stem, meta, timing, skipped, failures):
         return 1
     return 0
 
+
+class TrainingRun:
+    """What the training benches (LC=2, LC=3) print first and record last: the MPI
+    library, the cores, the load before and after, the time taken."""
+
+    def __init__(self, lc, args, what, tree, nps):
+        self.args, self.tree, self.nps = args, tree, nps
+        self.mpi = launch.mpi_flavor()[1]
+        self.cores = cores()
+        self.load0 = os.getloadavg()[0]
+        self.started = time.monotonic()
+        print(f"# make bench LC={lc}{f' NP={args.np}' if args.np else ''}"
+              f"{' SOL=0' if args.student else ''}: {what} of {tree}/ with {self.mpi}")
+        over = (" (more ranks than cores: oversubscribed, a waiting rank yields its core)"
+                if max(nps) > self.cores else "")
+        print(f"# np {', '.join(map(str, nps))} on {self.cores} "
+              f"core{'s' if self.cores != 1 else ''}{over}; load average {self.load0:.1f} at "
+              f"the start")
+        if self.load0 > self.cores - 0.5:
+            print(f"# the machine is busy (load {self.load0:.1f} on {self.cores} cores): other "
+                  f"jobs add time to some rounds; the best round is the steadier number")
+
+    def finish(self, lecture, meta, skipped, failures):
+        """Writes <out>/<lecture><tag>[_np<N>].json with meta; the exit status."""
+        total = time.monotonic() - self.started
+        os.makedirs(self.args.out, exist_ok=True)
+        np_tag = f"_np{self.args.np}" if self.args.np else ""
+        stem = os.path.join(self.args.out, f"{lecture}{output_tag(self.args)}{np_tag}")
+        load1 = os.getloadavg()[0]
+        meta = {"nps": self.nps, "cores": self.cores, "mpi": self.mpi, "tree": self.tree,
+                **meta, "load_average": [round(self.load0, 2), round(load1, 2)],
+                "seconds": round(total, 1)}
+        return finish(stem, meta, f"# bench time: {total:.0f} s; load average {load1:.1f} at "
+                                  f"the end", skipped, failures)
+
 def cores():
     try:
         return len(os.sched_getaffinity(0))
@@ -671,20 +706,7 @@ def main_lc2(args):
     if binary is None:
         return 1
 
-    flavor_version = launch.mpi_flavor()[1]
-    ncores = cores()
-    load0 = os.getloadavg()[0]
-    started = time.monotonic()
-    print(f"# make bench LC=2{f' NP={args.np}' if args.np else ''}"
-          f"{' SOL=0' if args.student else ''}: data-parallel step time of {tree}/ "
-          f"with {flavor_version}")
-    over = (" (more ranks than cores: oversubscribed, a waiting rank yields its core)"
-            if max(nps) > ncores else "")
-    print(f"# np {', '.join(map(str, nps))} on {ncores} core{'s' if ncores != 1 else ''}{over}; "
-          f"load average {load0:.1f} at the start")
-    if load0 > ncores - 0.5:
-        print(f"# the machine is busy (load {load0:.1f} on {ncores} cores): other jobs add time "
-              f"to some rounds; the best round is the steadier number")
+    run = TrainingRun(2, args, "data-parallel step time", tree, nps)
     for name, about in LC2_ABOUT:
         if name in variants or (name == "*_ring" and any(v.endswith("_ring") for v in variants)):
             print(f"#   {name:<16} {about}")
@@ -761,17 +783,10 @@ def main_lc2(args):
         if trace and trace.get("failed"):
             failures.append(trace["failed"])
 
-    total = time.monotonic() - started
-    os.makedirs(args.out, exist_ok=True)
-    tag = output_tag(args)
-    stem = os.path.join(args.out, f"lc2_dp{tag}" + (f"_np{args.np}" if args.np else ""))
-    meta = {"nps": nps, "cores": ncores, "mpi": flavor_version, "tree": tree,
-            "dims": args.dims, "rows": args.rows, "bucket_bytes": args.bucket_bytes,
-            "steps": args.steps, "rounds": rounds, "warmup": warmup,
-            "load_average": [round(load0, 2), round(os.getloadavg()[0], 2)],
-            "seconds": round(total, 1), "runs": results, "trace": trace}
-    return finish(stem, meta, f"# bench time: {total:.0f} s; load average "
-                  f"{os.getloadavg()[0]:.1f} at the end", skipped, failures)
+    return run.finish("lc2_dp", {"dims": args.dims, "rows": args.rows,
+                                 "bucket_bytes": args.bucket_bytes, "steps": args.steps,
+                                 "rounds": rounds, "warmup": warmup, "runs": results,
+                                 "trace": trace}, skipped, failures)
 
 
 LC2_CHANGES = [
@@ -1181,20 +1196,8 @@ def main_lc3(args):
     if binary is None:
         return 1
 
-    flavor_version = launch.mpi_flavor()[1]
-    ncores = cores()
-    load0 = os.getloadavg()[0]
-    started = time.monotonic()
-    print(f"# make bench LC=3{f' NP={args.np}' if args.np else ''}"
-          f"{' SOL=0' if args.student else ''}: memory, traffic and step time of the ZeRO "
-          f"stages of {tree}/ with {flavor_version}")
-    over = (" (more ranks than cores: oversubscribed, a waiting rank yields its core)"
-            if max(nps) > ncores else "")
-    print(f"# np {', '.join(map(str, nps))} on {ncores} core{'s' if ncores != 1 else ''}{over}; "
-          f"load average {load0:.1f} at the start")
-    if load0 > ncores - 0.5:
-        print(f"# the machine is busy (load {load0:.1f} on {ncores} cores): other jobs add time "
-              f"to some rounds; the best round is the steadier number")
+    run = TrainingRun(3, args, "memory, traffic and step time of the ZeRO stages", tree,
+                      nps)
     for name, about in LC3_ABOUT:
         if name[0] in stages:
             print(f"#   {name:<10} {about}")
@@ -1297,17 +1300,10 @@ def main_lc3(args):
     if results and "0" in stages:
         lc3_print_findings(results)
 
-    total = time.monotonic() - started
-    os.makedirs(args.out, exist_ok=True)
-    tag = output_tag(args)
-    stem = os.path.join(args.out, f"lc3_zero{tag}" + (f"_np{args.np}" if args.np else ""))
-    meta = {"nps": nps, "cores": ncores, "mpi": flavor_version, "tree": tree,
-            "dims": args.dims, "rows": args.rows, "check_steps": args.check_steps,
-            "steps": args.steps, "rounds": rounds, "warmup": warmup, "stages": stages,
-            "load_average": [round(load0, 2), round(os.getloadavg()[0], 2)],
-            "seconds": round(total, 1), "runs": results}
-    return finish(stem, meta, f"# bench time: {total:.0f} s; load average "
-                  f"{os.getloadavg()[0]:.1f} at the end", skipped, failures)
+    return run.finish("lc3_zero", {"dims": args.dims, "rows": args.rows,
+                                   "check_steps": args.check_steps, "steps": args.steps,
+                                   "rounds": rounds, "warmup": warmup, "stages": stages,
+                                   "runs": results}, skipped, failures)
 
 if __name__ == "__main__":
     try:
