@@ -48,6 +48,12 @@ float xt_rng_uniform(xt_rng *g, float lo, float hi)
     return lo + span;
 }
 
+void xt_rng_fill_uniform(xt_rng *g, float *out, long n, float lo, float hi)
+{
+    for (long i = 0; i < n; i++)
+        out[i] = xt_rng_uniform(g, lo, hi);
+}
+
 void xt_permutation(uint64_t seed, long n, long *out)
 {
     xt_rng g = xt_rng_seed(seed);

@@ -171,8 +171,7 @@ xt_train_demo xt_train_demo_begin(MPI_Comm comm, const char *default_dims)
     d.x = xt_malloc(sizeof(float) * (size_t)(global * din + 1));
     d.target = xt_malloc(target_bytes(&d.model) * (size_t)(global + 1));
     xt_rng g = xt_rng_seed(1234);
-    for (long i = 0; i < global * din; i++)
-        d.x[i] = xt_rng_uniform(&g, -1.0f, 1.0f);
+    xt_rng_fill_uniform(&g, d.x, global * din, -1.0f, 1.0f);
     for (long i = 0; i < global; i++) {
         const float *y = xt_mlp_forward(&teacher, d.x + i * din, 1);
         if (d.model.loss == XT_MSE) {

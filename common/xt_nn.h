@@ -43,6 +43,8 @@ uint64_t xt_rng_u64(xt_rng *g);
 uint64_t xt_rng_below(xt_rng *g, uint64_t n);
 /* Uniform in [lo, hi): the top 24 bits of one draw, scaled. */
 float xt_rng_uniform(xt_rng *g, float lo, float hi);
+/* n draws of xt_rng_uniform, in order, into out. */
+void xt_rng_fill_uniform(xt_rng *g, float *out, long n, float lo, float hi);
 
 /*
  * A permutation of 0 .. n-1 from `seed`: Fisher-Yates from the top, starting

@@ -507,10 +507,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < NBATCHES; k++) {
         b.x[k] = xt_malloc(sizeof(float) * (size_t)b.rows * din);
         b.y[k] = xt_malloc(sizeof(float) * (size_t)b.rows * dout);
-        for (long i = 0; i < (long)b.rows * din; i++)
-            b.x[k][i] = xt_rng_uniform(&g, -1.0f, 1.0f);
-        for (long i = 0; i < (long)b.rows * dout; i++)
-            b.y[k][i] = xt_rng_uniform(&g, -1.0f, 1.0f);
+        xt_rng_fill_uniform(&g, b.x[k], (long)b.rows * din, -1.0f, 1.0f);
+        xt_rng_fill_uniform(&g, b.y[k], (long)b.rows * dout, -1.0f, 1.0f);
     }
 
     int failed = 0;
