@@ -499,16 +499,7 @@ def test_bench(s):
              "library's, a plot", not problems, problems, f"({took:.1f} s)")
 
     # The check must fail when it should: a ring all-reduce that assumes np divides count.
-    tree = fresh("bench_mutant")
-    os.makedirs(os.path.join(tree, "lc1_basic"))
-    for src in glob.glob(os.path.join("solutions", "lc1_basic", "*.c")):
-        shutil.copy(src, os.path.join(tree, "lc1_basic"))
-    m = mutants.parse(os.path.join(HERE, "mutants", "lc1_basic",
-                                   "ring_allreduce_assumes_divisible.patch"))
-    with open(m.target) as f:
-        text = mutants.apply(f.read(), m.hunks)
-    with open(os.path.join(tree, "lc1_basic", "fun_ring_allreduce.c"), "w") as f:
-        f.write(text)
+    tree = mutant_tree("bench_mutant", "lc1_basic", "ring_allreduce_assumes_divisible")
     res = subprocess.run([sys.executable, os.path.join("grader", "bench.py"), "--np", "3",
                           "--coll", "ring_allreduce", "--max", "64", "--wrapcost", "0",
                           "--tree", tree, "--out", os.path.join(tree, "out")],
@@ -520,6 +511,22 @@ def test_bench(s):
              tail(out))
     test_bench_lc2(s)
     test_bench_lc3(s)
+
+
+def mutant_tree(name, lecture, patch):
+    """A copy of solutions/<lecture>/*.c under build/selftest/<name>/<lecture>/, with the
+    mutant grader/mutants/<lecture>/<patch>.patch applied to its file: what a bench must
+    reject. Returns the tree's directory."""
+    tree = fresh(name)
+    os.makedirs(os.path.join(tree, lecture))
+    for src in glob.glob(os.path.join("solutions", lecture, "*.c")):
+        shutil.copy(src, os.path.join(tree, lecture))
+    m = mutants.parse(os.path.join(HERE, "mutants", lecture, patch + ".patch"))
+    with open(m.target) as f:
+        text = mutants.apply(f.read(), m.hunks)
+    with open(os.path.join(tree, lecture, os.path.basename(m.target)), "w") as f:
+        f.write(text)
+    return tree
 
 
 def bench_lc2(out, tree=None):
@@ -556,15 +563,7 @@ def test_bench_lc2(s):
              not problems, problems, f"({took:.1f} s)")
 
     # A bucketed step that updates before its buckets are all-reduced must fail the check.
-    tree = fresh("bench2_mutant")
-    os.makedirs(os.path.join(tree, "lc2_dp"))
-    for src in glob.glob(os.path.join("solutions", "lc2_dp", "*.c")):
-        shutil.copy(src, os.path.join(tree, "lc2_dp"))
-    m = mutants.parse(os.path.join(HERE, "mutants", "lc2_dp", "bucketed_wait_after_update.patch"))
-    with open(m.target) as f:
-        text = mutants.apply(f.read(), m.hunks)
-    with open(os.path.join(tree, "lc2_dp", "ddp_bucketed.c"), "w") as f:
-        f.write(text)
+    tree = mutant_tree("bench2_mutant", "lc2_dp", "bucketed_wait_after_update")
     res = bench_lc2(os.path.join(tree, "out"), tree)
     out = res.stdout + res.stderr
     s.record("bench LC=2: a bucketed step that updates before waiting is reported and fails "
@@ -621,15 +620,7 @@ def test_bench_lc3(s):
              "0's, timed", not problems, problems, f"({took:.1f} s)")
 
     # ZeRO-3 that keeps every gathered layer until backward must fail the memory check.
-    tree = fresh("bench3_mutant")
-    os.makedirs(os.path.join(tree, "lc3_zero"))
-    for src in glob.glob(os.path.join("solutions", "lc3_zero", "*.c")):
-        shutil.copy(src, os.path.join(tree, "lc3_zero"))
-    m = mutants.parse(os.path.join(HERE, "mutants", "lc3_zero", "zero3_keep_gathered.patch"))
-    with open(m.target) as f:
-        text = mutants.apply(f.read(), m.hunks)
-    with open(os.path.join(tree, "lc3_zero", "adam_zero3.c"), "w") as f:
-        f.write(text)
+    tree = mutant_tree("bench3_mutant", "lc3_zero", "zero3_keep_gathered")
     start = time.monotonic()
     res = bench_lc3(os.path.join(tree, "out"), tree)
     out = res.stdout + res.stderr
