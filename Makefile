@@ -145,7 +145,10 @@ $(BUILD)/bench/%/bench: $(BUILD)/common/bench/$$(notdir $$*).o $$(call bench_obj
 	@mkdir -p $(@D)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
--include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/*/*/*.d $(BUILD)/*/*/*/*.d $(BUILD)/*/*/*/*/*/*.d)
+# Every object's header dependencies, at every depth objects live at (a
+# mutant's is build/build/mutants/<name>/<lecture>/<exercise>.d): an object
+# whose .d is not read is not rebuilt when a libxt header changes.
+-include $(wildcard $(foreach d,* */* */*/* */*/*/* */*/*/*/* */*/*/*/*/*,$(BUILD)/$(d).d))
 
 # ------------------------------------------------------------------ commands
 
