@@ -203,6 +203,16 @@ class Relative:
         return self.atol + self.rtol * np.abs(np.asarray(expected, dtype=np.float64))
 
 
+def bit_differences(got, want):
+    """Where two arrays of one shape differ bit for bit: (first flat index, how many), or
+    None when every element has the same bits (a NaN equals the same NaN; 0.0 is not -0.0).
+    What 'identical on all ranks' and 'exactly the rounded value' mean."""
+    got, want = np.ascontiguousarray(got), np.ascontiguousarray(want)
+    unsigned = f"u{got.dtype.itemsize}"
+    bad = np.flatnonzero(got.reshape(-1).view(unsigned) != want.reshape(-1).view(unsigned))
+    return (int(bad[0]), int(bad.size)) if bad.size else None
+
+
 # --------------------------------------------------------------------- rules
 #
 # A rule is called as rule(case, inputs, records): the case, one group's inputs,

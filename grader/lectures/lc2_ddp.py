@@ -15,7 +15,7 @@ weights by 1e-3 or more.
 import numpy as np
 
 import nn
-from spec import amount, make_cases, Relative, Test
+from spec import amount, bit_differences, make_cases, Relative, Test
 
 STEPS = 3
 LR = "0.1"  # a decimal that the C side parses with atof: the same float everywhere
@@ -90,11 +90,11 @@ def identical_on_all_ranks(case, inputs, outs):
                 got = outs[r].get(key)
                 if ref is None or got is None or got.shape != ref.shape:
                     continue  # the value comparison reports missing outputs
-                bad = np.flatnonzero(got.view(np.uint32) != ref.view(np.uint32))
-                if bad.size:
-                    i = int(bad[0])
+                diff = bit_differences(got, ref)
+                if diff:
+                    i, k = diff
                     return [(r, f"after step {s + 1}, rank {r}'s {name}[{i}] is {got[i]!r} but "
-                                f"rank 0's is {ref[i]!r} ({bad.size} of {got.size} differ): data "
+                                f"rank 0's is {ref[i]!r} ({k} of {got.size} differ): data "
                                 f"parallel ranks must hold identical weights; they start from "
                                 f"rank 0's (a broadcast) and apply the same averaged gradient")]
     return []

@@ -55,7 +55,7 @@ Rule: the peaks of xt_alloc's master bytes = 4 nparams and optimizer bytes =
 import numpy as np
 
 import nn
-from spec import amount, make_cases, Relative, Test
+from spec import amount, bit_differences, make_cases, Relative, Test
 
 # ------------------------------------------------------------------ adam.c
 
@@ -287,9 +287,9 @@ def mixed_check(case, inputs, outs):
 
             # a: the compute copy is the master rounded to bf16, bit for bit.
             want = nn.bf16_round(master_prev)
-            bad = got["compute"].view(np.uint32) != want.view(np.uint32)
-            if bad.any():
-                i, k = first_bad(bad)
+            diff = bit_differences(got["compute"], want)
+            if diff:
+                i, k = diff
                 return [(r, f"{where}: 'step{s}_compute'[{i}] expected {fmt(want[i])} got "
                             f"{fmt(got['compute'][i])} ({k} of {n} differ): the compute copy "
                             f"must be {prev} rounded to the nearest bf16, ties to even "
@@ -297,9 +297,9 @@ def mixed_check(case, inputs, outs):
 
             if skipped:
                 # b: the master is untouched on a skipped step.
-                bad = got["master"].view(np.uint32) != master_prev.view(np.uint32)
-                if bad.any():
-                    i, k = first_bad(bad)
+                diff = bit_differences(got["master"], master_prev)
+                if diff:
+                    i, k = diff
                     nan = int(np.isnan(got["master"]).sum())
                     nan = f", {nan} of them NaN" if nan else ""
                     return [(r, f"{where}: 'step{s}_master'[{i}] expected {fmt(master_prev[i])} "

@@ -54,7 +54,7 @@ import math
 import numpy as np
 
 import nn
-from spec import amount, make_cases, Relative, Test
+from spec import amount, bit_differences, make_cases, Relative, Test
 
 LR = "0.01"
 ADAM = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-3", "wd": "0.01"}
@@ -150,11 +150,11 @@ def tolerance(case, inp, name, rank):
 
 
 def first_difference(got, want):
-    """Index of the first element whose bits differ, or None."""
+    """Index of the first element whose bits differ (-1: the shapes differ), or None."""
     if got.shape != want.shape:
         return -1
-    bad = np.flatnonzero(got.view(np.uint32) != want.view(np.uint32))
-    return int(bad[0]) if bad.size else None
+    diff = bit_differences(got, want)
+    return diff[0] if diff else None
 
 
 def identical_in_phases(case, outs, m):
