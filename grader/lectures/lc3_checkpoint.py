@@ -17,8 +17,9 @@ write their moments (saved_m, saved_v) just before saving, the loading ranks
 their new shard of them (loaded_m, loaded_v), the Adam step and the full
 parameters right after loading. NumPy re-cuts the saved moments for the new
 layout and names the first element that differs and the old rank that saved
-it. The phase's ranks must also hold bit-identical parameters after every
-step.
+it. (The ranks of a phase need no identity check: each step of libxt's
+xt_zero1_train_step ends with an all-gather of the parameters, so they agree
+whatever the loader did; what it did shows in the loaded state and the values.)
 
 Numerics. AdamW with lr 0.01, betas 0.9 and 0.999, weight decay 0.01 and
 eps = 1e-3, GELU models. Adam divides by sqrt(v) + eps, so a weight whose
@@ -157,28 +158,6 @@ def first_difference(got, want):
     return diff[0] if diff else None
 
 
-def identical_in_phases(case, outs, m):
-    """After every step, each phase's ranks hold bit-identical parameters."""
-    s1, a = case["steps1"], case["save_np"]
-    phase2 = [r for r in range(case.np) if phase2_rank(case, r) is not None]
-    phase2.sort(key=lambda r: phase2_rank(case, r))
-    for s in range(case["steps"]):
-        ranks = list(range(a)) if s < s1 else phase2
-        for name, _, _ in m.tensors:
-            key = f"step{s + 1}_{name}"
-            ref = outs[ranks[0]].get(key)
-            for r in ranks[1:]:
-                got = outs[r].get(key)
-                if ref is None or got is None or got.shape != ref.shape:
-                    continue  # the value comparison reports missing outputs
-                i = first_difference(got, ref)
-                if i is not None:
-                    return [(r, f"after step {s + 1}, case rank {r}'s {name}[{i}] is {got[i]!r} "
-                                f"but case rank {ranks[0]}'s is {ref[i]!r}: the ranks of a ZeRO "
-                                f"world must hold identical parameters")]
-    return []
-
-
 def loaded_state(case, outs, m):
     """The loader's step, moments and parameters against what the saving ranks held."""
     a, b, s1 = case["save_np"], case["load_np"], case["steps1"]
@@ -234,7 +213,7 @@ def loaded_state(case, outs, m):
 
 def check(case, inp, outs):
     m = model_of(case)
-    return identical_in_phases(case, outs, m) or loaded_state(case, outs, m)
+    return loaded_state(case, outs, m)
 
 
 # ------------------------------------------------------------------- rules

@@ -181,7 +181,9 @@ def stage_test(exercise, name, points, stage, rules, hint):
     test = Test(exercise=exercise, name=name, points=points,
                 cases=lambda rng: make_cases(test, stage_cases()), inputs=ddp_inputs,
                 reference=adam_reference, tolerance=adam_tolerance, label=stage_label,
-                check=identical_on_all_ranks, check_first=True,
+                # ZeRO-3's outputs are its shards put together by libxt, the same
+                # array on every rank: there is nothing for an identity check to see.
+                check=identical_on_all_ranks if stage < 3 else None, check_first=True,
                 rules=[memory_budget(f"ZeRO-{stage}" if stage else "data-parallel Adam",
                                      lambda c, r: stage_memory(c, r, stage))] + rules,
                 hint=hint)
