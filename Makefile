@@ -177,6 +177,9 @@ bench:
 	@py=$$(grader/setup.sh) && "$$py" grader/bench.py $(ARGS_LC) $(if $(NP),--np $(NP)) \
 		$(if $(filter 0,$(SOL)),--student) $(if $(ARGS),--args="$(ARGS)")
 
+hint:
+	@py=$$(grader/setup.sh) && "$$py" grader/hints.py $(EX) $(if $(N),--level $(N))
+
 stubs:
 	@py=$$(grader/setup.sh) && "$$py" grader/stubgen.py --write
 
@@ -200,9 +203,10 @@ help:
 	@echo "make bench LC=3          ZeRO stages 0-3 at np 1, 2, 4: each rank's memory by kind"
 	@echo "                         and bytes per step, beside the formulas (LC=all: every"
 	@echo "                         lecture; no LC: lecture 1's)"
+	@echo "make hint EX=name        the next hint for that exercise (N=2: hint 2)"
 	@echo "make deps                install what is missing (Open MPI, NumPy, a compiler)"
 	@echo "make stubs               regenerate the student tree from solutions/"
 	@echo "make format              clang-format every C file"
 	@echo "make clean               remove build/"
 
-.PHONY: all cuda grade test deps demo bench stubs format clean help
+.PHONY: all cuda grade test deps demo bench hint stubs format clean help

@@ -27,7 +27,7 @@ needs.numpy()
 import harness  # noqa: E402
 import launch  # noqa: E402
 import spec  # noqa: E402
-from lectures import LECTURES, load, resolve  # noqa: E402
+import lectures  # noqa: E402
 
 WIDTH = 78
 
@@ -123,14 +123,14 @@ def main():
         return 2
 
     if args.lc:
-        lec = resolve(args.lc)
+        lec = lectures.resolve(args.lc)
         if not lec:
-            print(f"grade: no lecture {args.lc!r}; there are: {', '.join(LECTURES)}",
+            print(f"grade: no lecture {args.lc!r}; there are: {', '.join(lectures.names())}",
                   file=sys.stderr)
             return 2
-        lectures = [lec]
+        chosen = [lec]
     else:
-        lectures = list(LECTURES)
+        chosen = lectures.names()
 
     seed = args.seed if args.seed is not None else random.randrange(10**7, 10**8)
     tree = "solutions" if args.sol else (args.tree or ".")
@@ -144,15 +144,13 @@ def main():
     total = possible = 0
     out_json = {"seed": seed, "tree": tree, "mpi": version, "lectures": []}
     matched = 0
-    for lec in lectures:
-        mod = load(lec)
+    for lec in chosen:
+        mod = lectures.load(lec)
         tests = [t for t in mod.TESTS if getattr(t, "device", "cpu") == args.device]
         if args.ex:
             # An exact exercise or function name picks just that; otherwise a substring.
             exact = [t for t in tests if args.ex in (t.exercise, t.name)]
             tests = exact or [t for t in tests if args.ex in t.exercise or args.ex in t.name]
-        for t in tests:
-            t.lecture = mod.LECTURE
         if not tests:
             continue
         matched += len(tests)

@@ -85,6 +85,22 @@ class Test:
     forbidden: Sequence = ()
 
 
+def test(exercise, points, **parts):
+    """A test entry, in the manner of MIT's gradelib: the decorated function
+    gives the cases, (rng) -> [{"np": n, param: value, ...}], and its name is
+    the function under test; every other part (inputs, reference, tolerance,
+    rules, check, hint, ...) is a keyword of Test. Returns the Test.
+
+        @test("p2p", points=5, inputs=float_inputs, reference=chain_reference,
+              tolerance=exact, rules=[point_to_point_only])
+        def chain_pass(rng):
+            return [{"np": n, "count": c} for n in NPS for c in (0, 1, 7, 1000)]
+    """
+    def entry(cases):
+        return Test(exercise=exercise, name=cases.__name__, points=points, cases=cases, **parts)
+    return entry
+
+
 def make_cases(test, specs):
     """Cases from dicts holding np and parameters, in NP_ORDER, numbered."""
     cases = [Case(test, s["np"], {k: v for k, v in s.items() if k != "np"}) for s in specs]

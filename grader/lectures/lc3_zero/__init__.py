@@ -1,4 +1,4 @@
-"""Lecture 3, ZeRO: one entry per function a student writes.
+"""Lecture 3, ZeRO: the manifest.
 
 Every expected value is single-process NumPy (grader/nn.py) in float64: Adam
 on the plain definition, and full-batch training on the whole global batch;
@@ -6,10 +6,10 @@ the memory each rank reports (libxt's xt_alloc accounting) is checked against
 the per-stage formulas of docs/lc3_zero.md.
 """
 
-from lectures.lc3_adam import ADAM_UPDATE, MIXED_STEP
-from lectures.lc3_stages import STAGE_TESTS
-from lectures.lc3_checkpoint import CHECKPOINT_TESTS
+from lectures.lc3_zero.adam import ADAM_UPDATE, MIXED_STEP
+from lectures.lc3_zero.stages import STAGE_TESTS
+from lectures.lc3_zero.checkpoint import CHECKPOINT_TESTS
 
-LECTURE = "lc3_zero"
+TITLE = "ZeRO"
 
 TESTS = [ADAM_UPDATE] + STAGE_TESTS + [MIXED_STEP] + CHECKPOINT_TESTS

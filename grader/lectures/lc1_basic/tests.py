@@ -11,7 +11,6 @@ from spec import (amount, bytes_sent_exactly, calls_exactly, ceil_log2, exact, i
                   max_bytes_sent, max_messages, messages_exactly, NPS, only_calls,
                   point_to_point_only, random_values, reduce_ranks, reduction_tolerance, Test)
 
-LECTURE = "lc1_basic"
 
 # (dtype, op) pairs a reduction is graded with: every built-in kind of each.
 REDUCTIONS = [

@@ -35,7 +35,7 @@ allocated with malloc instead of xt_alloc is not counted and fails that.
 import numpy as np
 
 import nn
-from lectures.lc2_ddp import (STEPS, ddp_inputs, ddp_label, identical_on_all_ranks,
+from lectures.lc2_dp.ddp import (STEPS, ddp_inputs, ddp_label, identical_on_all_ranks,
                               model_of, training_case, allreduce_budget, MODELS, step_outputs)
 from spec import amount, make_cases, Relative, Test
 
