@@ -32,10 +32,13 @@ LDLIBS  := -lopenblas -lpthread -lm
 LIBXT     := $(BUILD)/common/libxt.a
 LIBXT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard common/*.c))
 TESTS     := $(patsubst %.c,$(BUILD)/%,$(wildcard common/tests/*.c))
-PROGRAMS  := $(patsubst %.c,$(BUILD)/%,$(wildcard lc*/*.c solutions/lc*/*.c))
-# The lectures with a `make bench` driver, common/bench/<lecture>.c (see benchmarks).
-BENCH_LECTURES := lc1_basic lc2_dp lc3_zero
+# The lectures, found by looking: every package grader/lectures/lc<N>_<name>/.
+LECTURES  := $(sort $(patsubst grader/lectures/%/__init__.py,%,$(wildcard grader/lectures/lc*/__init__.py)))
+PROGRAMS  := $(patsubst %.c,$(BUILD)/%,$(foreach l,$(LECTURES),$(wildcard $(l)/*.c solutions/$(l)/*.c)))
+# The lectures with a `make bench` driver, grader/lectures/<lecture>/bench.c (see benchmarks).
+BENCH_LECTURES := $(patsubst grader/lectures/%/bench.c,%,$(wildcard $(foreach l,$(LECTURES),grader/lectures/$(l)/bench.c)))
 BENCHES   := $(foreach l,$(BENCH_LECTURES),$(BUILD)/bench/solutions/$(l)/bench)
+PYTHON    ?= python3
 
 # ---------------------------------------------------------------- C programs
 
@@ -63,7 +66,7 @@ NVCC_FLAGS := -O2 -g -std=c++17 -Icommon -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX 
               -Xcompiler -Wall,-Wextra,-Werror -MMD -MP
 LIBXT_CUDA := $(BUILD)/common/libxt_cuda.a
 CUDA_TESTS := $(patsubst %.cu,$(BUILD)/%,$(wildcard common/tests/*.cu))
-CUDA_PROGRAMS := $(patsubst %.cu,$(BUILD)/%,$(wildcard lc*/*.cu solutions/lc*/*.cu))
+CUDA_PROGRAMS := $(patsubst %.cu,$(BUILD)/%,$(foreach l,$(LECTURES),$(wildcard $(l)/*.cu solutions/$(l)/*.cu)))
 
 cuda: $(LIBXT_CUDA) $(CUDA_TESTS) $(CUDA_PROGRAMS)
 
@@ -87,37 +90,26 @@ $(BUILD)/%: $(BUILD)/%.cu.o $(LIBXT_CUDA) $(LIBXT)
 
 # ---------------------------------------------------------------- benchmarks
 
-# make bench LC=N (grader/bench.py) links the exercises' own objects with a
-# driver per lecture, common/bench/<lecture>.c: objcopy -G keeps only the
-# functions the driver calls global, so each file's main and helpers stay
-# private and no algorithm code is copied.
-#   lc1_basic (docs/lc1_basic.md, Bandwidth): the collectives. A .direct.o copy
-#     renames the exercise's MPI_x calls to PMPI_x and its function to
-#     xt_direct_<name>: the same code past libxt's counting wrappers, to
-#     measure what they cost.
-#   lc2_dp (docs/lc2_dp.md, Step time): the DDP steps. Their MPI_Testall and
-#     MPI_Waitall become the driver's xt_bench_Testall/xt_bench_Waitall, which
-#     pass through to MPI, or skip the progress calls, or trace each bucket.
-#   lc3_zero (docs/lc3_zero.md, Memory and traffic): data-parallel Adam and
-#     ZeRO stages 1, 2, 3; each stage's state struct stays private to its file.
-# Per lecture: BENCH_SOURCES_<lecture> (files linked when present),
-# BENCH_GLOBALS_<lecture> (functions kept), BENCH_RENAMES_<lecture>
-# (old=new symbols), BENCH_DIRECT_<lecture> (1: also the .direct.o copies).
+# make bench LC=N (grader/bench.py) links the exercises' own objects with the
+# lecture's driver, grader/lectures/<lecture>/bench.c: objcopy -G keeps only
+# the functions the driver calls global, so each file's main and helpers stay
+# private and no algorithm code is copied. What each lecture links is written
+# once, as LINK in grader/lectures/<lecture>/bench.py; grader/makefrag.py turns
+# those into $(BUILD)/lectures.mk: per lecture, BENCH_SOURCES_<lecture> (the
+# exercise files linked when present), BENCH_GLOBALS_<lecture> (the functions
+# kept), BENCH_RENAMES_<lecture> (old=new symbols) and BENCH_DIRECT_<lecture>
+# (1: also a .direct.o copy of each, its MPI_x calls renamed PMPI_x and its
+# functions xt_direct_<name>: the same code past libxt's counting wrappers).
 OBJCOPY ?= objcopy
 NM      ?= nm
-BENCH_SOURCES_lc1_basic := fun_ring_allreduce fun_allreduce_rd fun_gather fun_reduce_scatter \
-                           fun_broadcast fun_all2all_scratch
-BENCH_GLOBALS_lc1_basic := ring_allreduce allreduce_rd allgather_ring reduce_scatter_ring \
-                           bcast_binomial alltoallv_scratch
-BENCH_DIRECT_lc1_basic  := 1
-BENCH_SOURCES_lc2_dp    := ddp_naive ddp_bucketed
-BENCH_GLOBALS_lc2_dp    := ddp_naive_step plan_buckets ddp_bucketed_step
-BENCH_RENAMES_lc2_dp    := MPI_Testall=xt_bench_Testall MPI_Waitall=xt_bench_Waitall
-BENCH_SOURCES_lc3_zero  := distributed_adam adam_zero1 adam_zero2 adam_zero3
-BENCH_GLOBALS_lc3_zero  := dp_adam_init dp_adam_step dp_adam_free zero1_init zero1_step \
-                           zero1_free zero2_init zero2_step zero2_free zero3_init \
-                           zero3_gather_layer zero3_step zero3_free
-# The lecture of an object's stem: solutions/lc2_dp/ddp_naive -> lc2_dp.
+LECTURE_MK := $(BUILD)/lectures.mk
+$(LECTURE_MK): grader/makefrag.py $(wildcard grader/lectures/*/bench.py)
+	@mkdir -p $(@D)
+	@$(PYTHON) grader/makefrag.py > $@.tmp && mv $@.tmp $@
+ifeq ($(filter clean help,$(MAKECMDGOALS)),)
+include $(LECTURE_MK)
+endif
+# The lecture of an object's stem: solutions/lcN_x/ex -> lcN_x.
 bench_lecture = $(notdir $(patsubst %/,%,$(dir $(1))))
 # The objects of the exercise files that exist in tree $(1) (its last directory
 # names the lecture); a missing one is skipped.
@@ -138,17 +130,17 @@ $(BUILD)/bench/%.o: $(BUILD)/%.o
 	  $(foreach r,$(BENCH_RENAMES_$(call bench_lecture,$*)),--redefine-sym $(r)) $< $@
 
 # The bench of any tree of exercise files: build/bench/<tree>/bench, the tree
-# being solutions/lc1_basic, lc2_dp, a mutant's copy...; its last directory
+# being solutions/lcN_x, lcN_x, a mutant's copy...; its last directory
 # picks the driver.
 .SECONDEXPANSION:
-$(BUILD)/bench/%/bench: $(BUILD)/common/bench/$$(notdir $$*).o $$(call bench_objects,$$*) $(LIBXT)
+$(BUILD)/bench/%/bench: $(BUILD)/grader/lectures/$$(notdir $$*)/bench.o $$(call bench_objects,$$*) $(LIBXT)
 	@mkdir -p $(@D)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
 # Every object's header dependencies, at every depth objects live at (a
 # mutant's is build/build/mutants/<name>/<lecture>/<exercise>.d): an object
 # whose .d is not read is not rebuilt when a libxt header changes.
--include $(wildcard $(foreach d,* */* */*/* */*/*/* */*/*/*/* */*/*/*/*/*,$(BUILD)/$(d).d))
+-include $(wildcard $(foreach d,* */* */*/* */*/*/* */*/*/*/* */*/*/*/*/* */*/*/*/*/*/*,$(BUILD)/$(d).d))
 
 # ------------------------------------------------------------------ commands
 

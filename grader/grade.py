@@ -96,7 +96,7 @@ def rerun_command(args, lecture, exercise, seed):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lc", help="lecture: 1, lc1 or lc1_basic (default: every lecture)")
+    ap.add_argument("--lc", help="lecture: N, lcN or lcN_name (default: every lecture)")
     ap.add_argument("--sol", action="store_true", help="grade solutions/ instead of the student tree")
     ap.add_argument("--tree", help="grade the sources under this directory (a mutant, say)")
     ap.add_argument("--ex", help="only exercises or functions whose name contains this")

@@ -6,10 +6,14 @@
   3. libxt: .npy round trip, PMPI counters, strict send, watchdog, TODO, crashes, case mode
   4. the grader's own pieces: NumPy references, comparisons, the stub checker
   5. stubs: the student tree is what solutions/ generates, with no solution text
-  6. solutions: full marks
-  7. student tree: every test TODO, none hanging or crashing
-  8. mutants: each caught with its expected verdict and report
-  9. no process left behind
+  6. lectures: each one unit (a throwaway lecture graded in a copy of the tree, no
+     lecture named outside its places, docs' points tables, hints and TODO bounds),
+     pyflakes over grader/, libxt's layers
+  7. solutions: full marks, and every demo
+  8. student tree: every test TODO, none hanging or crashing
+  9. benches: each lecture's, small, and a mutant each must reject
+ 10. mutants: each caught with its expected verdict and report
+ 11. no process left behind
 
 The last line is "N passed, N failed".
 """
@@ -39,59 +43,10 @@ import launch  # noqa: E402
 import mutants  # noqa: E402
 import spec  # noqa: E402
 import stubgen  # noqa: E402
-from lectures import LECTURES  # noqa: E402
+import lectures  # noqa: E402
+from testkit import fresh, mpirun, sh, status_lines, Suite, tail, WORK  # noqa: E402
 
-WORK = os.path.join("build", "selftest")
 TESTS_BIN = os.path.join("build", "common", "tests")
-
-
-class Suite:
-    def __init__(self):
-        self.passed = self.failed = 0
-        self.failures = []
-
-    def section(self, title):
-        print(f"\n== {title}", flush=True)
-
-    def record(self, name, ok, details=(), note=""):
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-            self.failures.append(name)
-        print(f"  {'ok  ' if ok else 'FAIL'}  {name}{('  ' + note) if note else ''}", flush=True)
-        if not ok:
-            for line in list(details)[:25]:
-                print(f"        {line}")
-
-    def skip(self, name, why):
-        print(f"  skip  {name}: {why}", flush=True)
-
-
-def sh(cmd, env=None, timeout=900):
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    return res.returncode, (res.stdout + res.stderr)
-
-
-def tail(text, n=20):
-    return text.strip().splitlines()[-n:]
-
-
-def mpirun(np_, argv, timeout=60):
-    cmd = launch.mpirun_command(np_, argv)
-    return launch.run(cmd, timeout=timeout)
-
-
-def status_lines(d):
-    return [ln for p in sorted(glob.glob(os.path.join(d, "status.r*.txt")))
-            for ln in open(p, errors="replace").read().splitlines()]
-
-
-def fresh(name):
-    d = os.path.join(WORK, name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
 
 
 # ------------------------------------------------------------------ 1. build
@@ -120,7 +75,7 @@ def test_build(s, cuda):
 def test_format(s):
     s.section("format")
     files = sorted(glob.glob("common/*.[ch]") + glob.glob("common/*.cu") +
-                   glob.glob("common/bench/*.c") +
+                   glob.glob("grader/lectures/*/bench.c") +
                    glob.glob("common/tests/*.c") + glob.glob("common/tests/*.cu") +
                    glob.glob("solutions/lc*/*.c") + glob.glob("solutions/lc*/*.cu") +
                    glob.glob("lc*/*.c") + glob.glob("lc*/*.cu"))
@@ -469,200 +424,174 @@ def grade(s, args, title, expect_all):
     return took, res.returncode, data
 
 
-def test_bench(s):
-    s.section("bench (make bench LC=1, small sizes)")
-    out = fresh("bench")
-    start = time.monotonic()
-    res = subprocess.run([sys.executable, os.path.join("grader", "bench.py"), "--np", "3",
-                          "--max", "4K", "--wrapcost", "8", "--out", out],
-                         capture_output=True, text=True, timeout=300)
-    took = time.monotonic() - start
-    problems = [] if res.returncode == 0 else tail(res.stdout + res.stderr)
-    try:
-        with open(os.path.join(out, "lc1_basic_np3.json")) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
-        data = {"collectives": []}
-        problems.append(f"no results: {e}")
-    names = [c["name"] for c in data["collectives"]]
-    want = ["ring_allreduce", "allreduce_rd", "allgather_ring", "reduce_scatter_ring",
-            "bcast_binomial", "alltoallv_scratch"]
-    if sorted(names) != sorted(want):
-        problems.append(f"benched {names}, expected {want}")
-    for c in data["collectives"]:
-        bad = [r for r in c["rows"] if r["check"] != "ok" or not r["t_hand"] > 0]
-        if bad or not c["rows"]:
-            problems.append(f"{c['name']}: rows {bad or 'none'}")
-    if not os.path.exists(os.path.join(out, "lc1_basic_np3.svg")):
-        problems.append("no plot written")
-    s.record("bench: all six collectives at np=3, every timed result checked against the "
-             "library's, a plot", not problems, problems, f"({took:.1f} s)")
-
-    # The check must fail when it should: a ring all-reduce that assumes np divides count.
-    tree = mutant_tree("bench_mutant", "lc1_basic", "ring_allreduce_assumes_divisible")
-    res = subprocess.run([sys.executable, os.path.join("grader", "bench.py"), "--np", "3",
-                          "--coll", "ring_allreduce", "--max", "64", "--wrapcost", "0",
-                          "--tree", tree, "--out", os.path.join(tree, "out")],
-                         capture_output=True, text=True, timeout=300)
-    out = res.stdout + res.stderr
-    s.record("bench: a wrong hand-written result is reported (rank, index, both values) and "
-             "fails the run", res.returncode == 1 and "WRONG" in out and
-             re.search(r"ERROR: ring_allreduce at \d+ B differs .* rank \d+ \[\d+\]", out),
-             tail(out))
-    test_bench_lc2(s)
-    test_bench_lc3(s)
-
-
-def mutant_tree(name, lecture, patch):
-    """A copy of solutions/<lecture>/*.c under build/selftest/<name>/<lecture>/, with the
-    mutant grader/mutants/<lecture>/<patch>.patch applied to its file: what a bench must
-    reject. Returns the tree's directory."""
-    tree = fresh(name)
-    os.makedirs(os.path.join(tree, lecture))
-    for src in glob.glob(os.path.join("solutions", lecture, "*.c")):
-        shutil.copy(src, os.path.join(tree, lecture))
-    m = mutants.parse(os.path.join(HERE, "mutants", lecture, patch + ".patch"))
-    with open(m.target) as f:
-        text = mutants.apply(f.read(), m.hunks)
-    with open(os.path.join(tree, lecture, os.path.basename(m.target)), "w") as f:
-        f.write(text)
-    return tree
-
-
-def bench_lc2(out, tree=None):
-    """make bench LC=2 on a small model at np=2: one launch, about a second."""
-    cmd = [sys.executable, os.path.join("grader", "bench.py"), "--lc", "2", "--np", "2",
-           "--rounds", "2", "--steps", "1", "--warmup", "0", "--dims", "64,64,64,8",
-           "--bucket_bytes", "1K", "--out", out] + (["--tree", tree] if tree else [])
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-
-
-def test_bench_lc2(s):
-    s.section("bench (make bench LC=2, a small model)")
-    out = fresh("bench2")
-    start = time.monotonic()
-    res = bench_lc2(out)
-    took = time.monotonic() - start
-    problems = [] if res.returncode == 0 else tail(res.stdout + res.stderr)
-    try:
-        with open(os.path.join(out, "lc2_dp_np2.json")) as f:
-            run = json.load(f)["runs"][0]
-    except (OSError, ValueError, KeyError, IndexError) as e:
-        run = {"rows": {}, "checks": [], "calls": {}}
-        problems.append(f"no results: {e}")
-    for v in ("compute", "naive", "bucketed", "noprogress"):
-        if not run["rows"].get(v, {}).get("best", 0) > 0:
-            problems.append(f"no time for {v}")
-    problems += [f"check {c['what']}: {c['status']}" for c in run["checks"] if c["status"] != "ok"]
-    if run.get("calls", {}).get("bucketed", {}).get("MPI_Iallreduce") != 3.0:
-        problems.append(f"bucketed calls per step: {run.get('calls', {}).get('bucketed')}")
-    if "bucket   MiB  started" not in res.stdout:
-        problems.append("no per-bucket trace summary")
-    s.record("bench LC=2: naive, bucketed and their variants timed at np=2, every variant's "
-             "weights equal to naive's, 3 Iallreduce per step, the trace summarised",
-             not problems, problems, f"({took:.1f} s)")
-
-    # A bucketed step that updates before its buckets are all-reduced must fail the check.
-    tree = mutant_tree("bench2_mutant", "lc2_dp", "bucketed_wait_after_update")
-    res = bench_lc2(os.path.join(tree, "out"), tree)
-    out = res.stdout + res.stderr
-    s.record("bench LC=2: a bucketed step that updates before waiting is reported and fails "
-             "the run", res.returncode == 1 and
-             re.search(r"ERROR: np 2: naive=bucketed fails: \d+ weight values differ", out),
-             tail(out))
-
-
-def bench_lc3(out, tree=None):
-    """make bench LC=3 on a small model at np=3 (uneven shards, padding): one launch, seconds."""
-    cmd = [sys.executable, os.path.join("grader", "bench.py"), "--lc", "3", "--np", "3",
-           "--rounds", "1", "--steps", "1", "--warmup", "0", "--check-steps", "2",
-           "--dims", "16,32,32,8", "--out", out] + (["--tree", tree] if tree else [])
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-
-
-def test_bench_lc3(s):
-    s.section("bench (make bench LC=3, a small model)")
-    out = fresh("bench3")
-    start = time.monotonic()
-    res = bench_lc3(out)
-    took = time.monotonic() - start
-    problems = [] if res.returncode == 0 else tail(res.stdout + res.stderr)
-    try:
-        with open(os.path.join(out, "lc3_zero_np3.json")) as f:
-            run = json.load(f)["runs"][0]
-    except (OSError, ValueError, KeyError, IndexError) as e:
-        run = {"mem": {}, "bytes": {}, "rows": {}, "checks": {}, "calls": {}}
-        problems.append(f"no results: {e}")
-    for stage in ("dp_adam", "zero1", "zero2", "zero3"):
-        mem = run["mem"].get(stage, {})
-        for kind in ("params", "grads", "optimizer"):
-            m = mem.get(kind)
-            if not m or m["nbad"] or m["max"] != m["formula"] or m["formula"] <= 0:
-                problems.append(f"{stage} {kind}: {m}")
-        b = run["bytes"].get(stage)
-        if not b or b["nbad"] or not b["max"] > 0:
-            problems.append(f"{stage} bytes per step: {b}")
-        if not run["rows"].get(stage, {}).get("best", 0) > 0:
-            problems.append(f"no time for {stage}")
-        if run["checks"].get(stage, {}).get("status") != "ok":
-            problems.append(f"check {stage}: {run['checks'].get(stage)}")
-    # 1864 parameters in 3 shards of 622: rank 2 owns 620, so its stage-3 bytes differ.
-    b3 = run["bytes"].get("zero3", {})
-    if (b3.get("formula_min"), b3.get("formula_max")) != (4 * 1864 + 8 * 620, 4 * 1864 + 8 * 622):
-        problems.append(f"zero3 bytes formula per rank: {b3}")
-    if run["calls"].get("zero3", {}).get("MPI_Allgatherv", {}).get("calls") != 6.0:
-        problems.append(f"zero3 calls per step: {run['calls'].get('zero3')}")
-    if not re.search(r"^\s+3\s+3 zero3\s+\S+ = 4S\+4L\s+\S+ = 4S\+4L\s+\S+ = 8S\s", res.stdout,
-                     re.M):
-        problems.append("no memory table row: zero3 measured = formula")
-    s.record("bench LC=3: the four stages at np=3, every peak (params, grads, optimizer) and the "
-             "bytes of the MPI calls equal to the formulas, losses and weights equal to stage "
-             "0's, timed", not problems, problems, f"({took:.1f} s)")
-
-    # ZeRO-3 that keeps every gathered layer until backward must fail the memory check.
-    tree = mutant_tree("bench3_mutant", "lc3_zero", "zero3_keep_gathered")
-    start = time.monotonic()
-    res = bench_lc3(os.path.join(tree, "out"), tree)
-    out = res.stdout + res.stderr
-    s.record("bench LC=3: a ZeRO-3 step that keeps the gathered layers is reported (its params "
-             "peak against 4S+4L) and fails the run", res.returncode == 1 and
-             re.search(r"ERROR: np 3: zero3's params peaked at \d+ B during the steps \(3 of 3 "
-                       r"ranks off\); lecture 3's formula 4S\+4L = \d+ B", out),
-             tail(out), f"({time.monotonic() - start:.1f} s)")
-
-
 def test_grades(s):
-    for lec in LECTURES:
-        n = lec.split("_")[0][2:]
+    for lec in lectures.names():
+        n = lectures.number(lec)
         s.section(f"solutions (make grade LC={n} SOL=1)")
-        got = grade(s, ["--lc", n, "--sol"], f"{lec} solutions", "OK")
+        got = grade(s, ["--lc", str(n), "--sol"], f"{lec} solutions", "OK")
         if got:
             took, rc, data = got
             s.record(f"{lec} solutions: full marks and exit status 0",
                      rc == 0 and data["score"] == data["max"],
                      [f"score {data['score']}/{data['max']}, exit {rc}"], f"({took:.1f} s)")
-    demos = sorted(glob.glob("solutions/lc*/*.c"))
-    bad = []
-    for src in demos:
-        exe = os.path.join("build", os.path.splitext(src)[0])
-        r = mpirun(4, [exe], timeout=60)
-        wide = [ln for ln in r.output.splitlines() if len(ln) > 80]
-        if r.returncode != 0 or "[r3]" not in r.output or wide:
-            bad.append(f"{src}: exit {r.returncode}: " + " | ".join(wide[:2] or tail(r.output, 4)))
-        if src.endswith("fun_ring_allreduce.c") and "step 6 (all-gather)" not in r.output:
-            bad.append(f"{src}: the ring's steps are not shown: " + " | ".join(tail(r.output, 4)))
-    s.record(f"demos: all {len(demos)} solutions run in lecture mode at np=4, print every rank "
-             f"within 80 columns; the ring shows its steps", not bad, bad)
-    for lec in LECTURES:
-        n = lec.split("_")[0][2:]
+    s.section("demos (make demo)")
+    for lec in lectures.names():
+        # A lecture's manifest may name what an exercise's demo must show: DEMOS =
+        # {exercise: [text, ...]}.
+        shows = getattr(lectures.load(lec), "DEMOS", {})
+        demos = sorted(glob.glob(os.path.join("solutions", lec, "*.c")))
+        bad = []
+        for src in demos:
+            exe = os.path.join("build", os.path.splitext(src)[0])
+            r = mpirun(4, [exe], timeout=60)
+            wide = [ln for ln in r.output.splitlines() if len(ln) > 80]
+            if r.returncode != 0 or "[r3]" not in r.output or wide:
+                bad.append(f"{src}: exit {r.returncode}: " +
+                           " | ".join(wide[:2] or tail(r.output, 4)))
+            ex = os.path.splitext(os.path.basename(src))[0]
+            for text in shows.get(ex, ()):
+                if text not in r.output:
+                    bad.append(f"{src}: the demo does not show {text!r}: " +
+                               " | ".join(tail(r.output, 4)))
+        what = "; " + ", ".join(f"{ex} shows {', '.join(repr(t) for t in v)}"
+                                for ex, v in shows.items()) if shows else ""
+        s.record(f"{lec} demos: all {len(demos)} solutions run in lecture mode at np=4, print "
+                 f"every rank within 80 columns{what}", not bad, bad)
+    for lec in lectures.names():
+        n = lectures.number(lec)
         s.section(f"student tree (make grade LC={n})")
-        got = grade(s, ["--lc", n], f"{lec} stubs", "TODO")
+        got = grade(s, ["--lc", str(n)], f"{lec} stubs", "TODO")
         if got:
             took, rc, data = got
             s.record(f"{lec} student tree: Score 0, non-zero exit, well within 60 s",
                      rc != 0 and data["score"] == 0 and took < 60,
                      [f"score {data['score']}/{data['max']}, exit {rc}, {took:.1f} s"],
                      f"({took:.1f} s)")
+
+
+def test_bench(s):
+    """Each lecture's bench checks itself (grader/lectures/<lecture>/bench.py: selftest)."""
+    import bench
+    for lec in bench.benched():
+        mod = bench.bench_module(lec)
+        if hasattr(mod, "selftest"):
+            mod.selftest(s)
+        else:
+            s.record(f"{lec} bench: has a selftest (a small run and a mutant it must reject)",
+                     False, [f"grader/lectures/{lec}/bench.py defines no selftest(suite)"])
+
+
+# ------------------------------------------------------- lectures as units
+
+PLACES = re.compile(r"^(lc\d+_\w+/|solutions/lc\d+_\w+/|grader/lectures/lc\d+_\w+/|"
+                    r"grader/mutants/lc\d+_\w+/|docs/|README\.md$)")
+LECTURE_NAME = re.compile(r"lc\d_[A-Za-z]")  # one digit: not the throwaway lecture
+
+
+def project_files():
+    try:
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        import throwaway
+        out = throwaway.tree_files(".")
+    return [f for f in out if os.path.isfile(f)]
+
+
+def points_table(doc_text):
+    """{file: (functions, points text)} of a lecture page's table of exercises."""
+    rows = {}
+    for m in re.finditer(r"^\| \[`([\w.]+)`\]\(#[\w-]+\) \| (.*?) \| (.*?) \|$", doc_text, re.M):
+        rows[m.group(1)] = (re.findall(r"`(\w+)`", m.group(2)), m.group(3).strip())
+    return rows
+
+
+def docs_problems(lec):
+    """The page's table of exercises and its total against the manifest's tests."""
+    path = os.path.join("docs", f"{lec}.md")
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        return [f"{path}: {e.strerror}"]
+    tests = lectures.load(lec).TESTS
+    rows = points_table(text)
+    out = []
+    seen = set()
+    for t in tests:
+        fname = None
+        for ext in (".c", ".cu"):
+            if os.path.exists(os.path.join("solutions", lec, t.exercise + ext)):
+                fname = t.exercise + ext
+        if fname in seen:
+            continue
+        seen.add(fname)
+        mine = [x for x in tests if x.exercise == t.exercise]
+        if fname not in rows:
+            out.append(f"{path}: the table of exercises has no row for {fname}")
+            continue
+        fns, pts = rows[fname]
+        want_fns = [x.name for x in mine]
+        if not set(want_fns) <= set(fns):
+            out.append(f"{path}: {fname} lists {fns}; its tests are {want_fns}")
+        if all(x.device == "cpu" for x in mine):
+            want = (" + ".join(str(x.points) for x in mine), str(sum(x.points for x in mine)))
+            if pts not in want:
+                out.append(f"{path}: {fname} is worth {pts} in the table; its tests give "
+                           f"{want[0]}")
+        elif "DEVICE=" not in pts:
+            out.append(f"{path}: {fname} is graded with DEVICE=cuda; the table says {pts}")
+    for fname in rows:
+        if fname not in seen:
+            out.append(f"{path}: the table lists {fname}, which no test grades")
+    total = sum(t.points for t in tests if t.device == "cpu")
+    m = re.search(r"the lecture is worth (\d+) points", text)
+    if not m or int(m.group(1)) != total:
+        out.append(f"{path}: should say \"the lecture is worth {total} points\" "
+                   f"(found {m.group(0) if m else 'no such sentence'})")
+    return out
+
+
+def test_lectures(s):
+    s.section("lectures: each one unit, found by looking")
+    names = lectures.names()
+    s.record(f"lectures found: {', '.join(names)}", bool(names), [])
+    bad = []
+    for f in project_files():
+        if PLACES.match(f) or f.endswith((".png", ".svg")):
+            continue
+        try:
+            with open(f, errors="replace") as fh:
+                for k, line in enumerate(fh, 1):
+                    if LECTURE_NAME.search(line):
+                        bad.append(f"{f}:{k}: {line.strip()[:100]}")
+        except OSError:
+            continue
+    s.record("no file outside a lecture's own places (and README/docs prose) names a lecture",
+             not bad, bad)
+    bad = [p for lec in names for p in docs_problems(lec)]
+    s.record("docs: every lecture page's table of exercises and total points match its tests",
+             not bad, bad)
+    import hints
+    bad = hints.check()
+    s.record("hints: every exercise has its three (the idea, the structure, near-code); every "
+             "TODO within max(3, ceil(n/3)) lines of an n-line solution", not bad, bad)
+    if shutil.which("pyflakes3") or shutil.which("pyflakes"):
+        rc, out = sh([shutil.which("pyflakes3") or shutil.which("pyflakes"), "grader"])
+        s.record("pyflakes: grader/ has no warning", rc == 0 and not out.strip(), tail(out, 25))
+    else:
+        s.record("pyflakes: grader/ has no warning", False,
+                 ["pyflakes is not installed: sudo apt-get install -y python3-pyflakes"])
+    import libxt_layers
+    bad = libxt_layers.check(".")
+    layers = libxt_layers.layers(".")
+    s.record("libxt: files call each other in one direction, as xt_internal.h's layers say ("
+             + " < ".join(" ".join(f) for _, f in layers) + ")", not bad, bad)
+    import throwaway
+    start = time.monotonic()
+    for what, ok, details in throwaway.check(fresh("throwaway")):
+        s.record(f"a throwaway lecture in a copy of the tree: {what}", ok, details)
+    print(f"  ({time.monotonic() - start:.1f} s)")
 
 
 def test_mutants(s):
@@ -707,7 +636,8 @@ def main():
     start = time.monotonic()
     sections = [("build", lambda: test_build(s, args.cuda)), ("format", lambda: test_format(s)),
                 ("libxt", lambda: libxt(s)), ("grader", lambda: test_grader_units(s)),
-                ("stubs", lambda: test_stubs(s)), ("grades", lambda: test_grades(s)),
+                ("stubs", lambda: test_stubs(s)), ("lectures", lambda: test_lectures(s)),
+                ("grades", lambda: test_grades(s)),
                 ("bench", lambda: test_bench(s)), ("mutants", lambda: test_mutants(s))]
     for name, run in sections:
         if args.only and args.only not in name:

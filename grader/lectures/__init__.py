@@ -28,7 +28,7 @@ def number(name):
 
 
 def resolve(lc):
-    """'1', 'lc1' or 'lc1_basic' -> 'lc1_basic' (None: unknown)."""
+    """'N', 'lcN' or 'lcN_name' -> 'lcN_name' (None: unknown)."""
     key = str(lc).strip()
     for name in names():
         if key in (name, name.split("_")[0], name.split("_")[0][2:]):

@@ -163,9 +163,12 @@ static void free3(void *s)
     zero3_free(s);
 }
 
+/* Any function, as a stage lists the exercise's own (NULL: not linked). */
+typedef void (*any_fn)(void);
+
 typedef struct {
     const char *name, *file;
-    int linked; /* the exercise's functions are all there */
+    any_fn uses[4]; /* the exercise's functions this stage calls: all there, or skipped */
     void (*init)(void *, xt_mlp *, MPI_Comm);
     float (*step)(void *, xt_mlp *, const float *, const void *, int, const xt_adam *, MPI_Comm);
     void (*free)(void *);
@@ -173,18 +176,38 @@ typedef struct {
 
 enum { NSTAGES = 4 };
 static stage stages[NSTAGES] = {
-    {"dp_adam", "distributed_adam.c", 0, init0, step0, free0},
-    {"zero1", "adam_zero1.c", 0, init1, step1, free1},
-    {"zero2", "adam_zero2.c", 0, init2, step2, free2},
-    {"zero3", "adam_zero3.c", 0, init3, step3, free3},
+    {"dp_adam",
+     "distributed_adam.c",
+     {(any_fn)dp_adam_init, (any_fn)dp_adam_step, (any_fn)dp_adam_free, (any_fn)dp_adam_free},
+     init0,
+     step0,
+     free0},
+    {"zero1",
+     "adam_zero1.c",
+     {(any_fn)zero1_init, (any_fn)zero1_step, (any_fn)zero1_free, (any_fn)zero1_free},
+     init1,
+     step1,
+     free1},
+    {"zero2",
+     "adam_zero2.c",
+     {(any_fn)zero2_init, (any_fn)zero2_step, (any_fn)zero2_free, (any_fn)zero2_free},
+     init2,
+     step2,
+     free2},
+    {"zero3",
+     "adam_zero3.c",
+     {(any_fn)zero3_init, (any_fn)zero3_gather_layer, (any_fn)zero3_step, (any_fn)zero3_free},
+     init3,
+     step3,
+     free3},
 };
 
-static void find_stages(void)
+static int linked(const stage *st)
 {
-    stages[0].linked = dp_adam_init && dp_adam_step && dp_adam_free;
-    stages[1].linked = zero1_init && zero1_step && zero1_free;
-    stages[2].linked = zero2_init && zero2_step && zero2_free;
-    stages[3].linked = zero3_init && zero3_gather_layer && zero3_step && zero3_free;
+    for (int i = 0; i < 4; i++)
+        if (!st->uses[i])
+            return 0;
+    return 1;
 }
 
 /* ------------------------------------------------------------------ state */
@@ -534,7 +557,6 @@ int main(int argc, char **argv)
     if (b.rows < 1 || steps < 1 || time_steps < 1 || rounds < 0 || warmup < 0)
         xt_die("need --rows, --steps, --time_steps >= 1 and --rounds, --warmup >= 0");
 
-    find_stages();
     for (const char *p = chosen; *p; p++)
         if (*p >= '0' && *p < '0' + NSTAGES)
             b.run[*p - '0'] = 1;
@@ -565,7 +587,7 @@ int main(int argc, char **argv)
                    /* what xt_mlp keeps for backward: pre and post per layer, 2 scratch rows */
                    4L * b.rows * (2 * act + 2L * widest));
     for (int k = 0; k < NSTAGES; k++)
-        if (b.run[k] && !stages[k].linked) {
+        if (b.run[k] && !linked(&stages[k])) {
             xt_printf_root(b.comm, "SKIP stage %d: %s is not in this build\n", k, stages[k].file);
             b.run[k] = 0;
         }

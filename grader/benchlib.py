@@ -1,0 +1,240 @@
+"""What the lectures' benchmarks share (grader/lectures/<lecture>/bench.py).
+
+A lecture's bench module gives:
+  LINK                  what the Makefile links into build/bench/<tree>/bench with
+                        the lecture's driver, grader/lectures/<lecture>/bench.c: the
+                        exercise files (sources), the functions kept global
+                        (functions), symbol renames (renames) and whether a
+                        .direct.o copy past libxt's wrappers is linked (direct).
+                        A literal: grader/makefrag.py reads it without importing.
+  ABOUT                 one line for `make bench`'s help
+  add_options(group)    its own options (optional)
+  run(args)             the bench; returns the exit status
+  selftest(suite)       make test's checks of it, a must-fail mutant among them
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+
+import launch
+
+
+def parse_size(text):
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)(i?[bB])?\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 8, 4K, 64M)")
+    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+
+
+def human(nbytes):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}iB"
+    return f"{nbytes} B"
+
+
+def tree_of(args, lecture):
+    """The exercise files a bench measures: the student tree, a --tree copy or solutions/."""
+    if args.student:
+        return lecture
+    return os.path.normpath(os.path.join(args.tree or "solutions", lecture))
+
+
+def build_bench(tree):
+    """make the bench of a tree (build/bench/<tree>/bench); None, with a message, on failure."""
+    binary = os.path.join("build", "bench", tree, "bench")
+    build = subprocess.run(["make", "-s", "--no-print-directory", binary])
+    if build.returncode != 0:
+        print(f"bench: building {binary} failed", file=sys.stderr)
+        return None
+    return binary
+
+def ms(seconds):
+    return f"{seconds * 1e3:.1f}"
+
+
+def output_tag(args):
+    """What tells this run's files apart: '', '_student' or the --tree path."""
+    if args.student:
+        return "_student"
+    return "_" + re.sub(r"\W+", "_", args.tree.strip("/")) if args.tree else ""
+
+
+def finish(stem, meta, timing, skipped, failures):
+    """Writes <stem>.json, prints the closing lines; the exit status."""
+    with open(stem + ".json", "w") as f:
+        json.dump(meta, f, indent=1)
+    print(f"# data: {stem}.json")
+    print(timing)
+    for msg in skipped:
+        print(f"# skipped: {msg}")
+    if failures:
+        print(f"# FAILED: {'; '.join(failures)}")
+        return 1
+    return 0
+
+
+class TrainingRun:
+    """What the training benches (LC=2, LC=3) print first and record last: the MPI
+    library, the cores, the load before and after, the time taken."""
+
+    def __init__(self, lc, args, what, tree, nps):
+        self.args, self.tree, self.nps = args, tree, nps
+        self.mpi = launch.mpi_flavor()[1]
+        self.cores = cores()
+        self.load0 = os.getloadavg()[0]
+        self.started = time.monotonic()
+        print(f"# make bench LC={lc}{f' NP={args.np}' if args.np else ''}"
+              f"{' SOL=0' if args.student else ''}: {what} of {tree}/ with {self.mpi}")
+        over = (" (more ranks than cores: oversubscribed, a waiting rank yields its core)"
+                if max(nps) > self.cores else "")
+        print(f"# np {', '.join(map(str, nps))} on {self.cores} "
+              f"core{'s' if self.cores != 1 else ''}{over}; load average {self.load0:.1f} at "
+              f"the start")
+        if self.load0 > self.cores - 0.5:
+            print(f"# the machine is busy (load {self.load0:.1f} on {self.cores} cores): other "
+                  f"jobs add time to some rounds; the best round is the steadier number")
+
+    def finish(self, lecture, meta, skipped, failures):
+        """Writes <out>/<lecture><tag>[_np<N>].json with meta; the exit status."""
+        total = time.monotonic() - self.started
+        os.makedirs(self.args.out, exist_ok=True)
+        np_tag = f"_np{self.args.np}" if self.args.np else ""
+        stem = os.path.join(self.args.out, f"{lecture}{output_tag(self.args)}{np_tag}")
+        load1 = os.getloadavg()[0]
+        meta = {"nps": self.nps, "cores": self.cores, "mpi": self.mpi, "tree": self.tree,
+                **meta, "load_average": [round(self.load0, 2), round(load1, 2)],
+                "seconds": round(total, 1)}
+        return finish(stem, meta, f"# bench time: {total:.0f} s; load average {load1:.1f} at "
+                                  f"the end", skipped, failures)
+
+def cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+
+class Launch:
+    """Collects a bench program's lines as they come: SKIP and INFO lines, and the
+    program's own messages (a TODO once, Open MPI's boxed abort texts not at all).
+    A lecture's collector subclasses it and handles its own kinds of line first."""
+
+    def __init__(self):
+        self.info = {}
+        self.skip, self.todo, self.messages = None, [], []
+        self.in_banner = False
+
+    def line(self, text):
+        parts = text.split(None, 2)
+        kind = parts[0] if parts else ""
+        if kind == "INFO" and len(parts) >= 3:
+            self.info[parts[1]] = parts[2]
+        elif kind == "SKIP":
+            self.skip = text[5:]
+        elif re.fullmatch(r"-{20,}", text.strip()):
+            self.in_banner = not self.in_banner  # Open MPI's boxed abort texts say nothing more
+        elif not self.in_banner and text.strip() and not re.match(
+                r"\[[\w.-]+:\d+\] (\d+ more process|Set MCA parameter)", text):
+            if " TODO " in text:
+                self.todo.append(text)
+                if len(self.todo) > 1:
+                    return  # every rank stops at the same TODO: once is enough
+            self.messages.append(text)
+            print(f"  {text}", flush=True)
+
+
+# -------------------------------------------------------------------- plot
+
+COLORS = {"hand": "#1f5fbf", "lib": "#d9661f"}
+
+
+def nice_ticks(v):
+    """(top, step): a round step (1, 2, 2.5 or 5 times a power of ten), at most 5 to the top."""
+    if v <= 0:
+        return 1.0, 0.25
+    raw = v / 5
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    return step * math.ceil(v / step - 1e-9), step
+
+
+def svg_plot(path, title, panels, lo, hi):
+    """busbw against log2(size): one panel per collective, hand-written and library."""
+    cols = 3
+    rows_n = max(1, math.ceil(len(panels) / cols))
+    pw, ph, ml, mr, mt, mb = 360, 250, 52, 14, 30, 42
+    width, height = cols * pw, rows_n * ph + 56
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">{esc(title)}</text>']
+    lx = width / 2 - 150
+    for i, (side, label) in enumerate((("hand", "hand-written"), ("lib", "MPI library"))):
+        x = lx + i * 170
+        dash = ' stroke-dasharray="6,3"' if side == "lib" else ""
+        out.append(f'<line x1="{x}" y1="38" x2="{x + 28}" y2="38" stroke="{COLORS[side]}" '
+                   f'stroke-width="2"{dash}/>')
+        out.append(f'<text x="{x + 34}" y="42">{label}</text>')
+    lg_lo, lg_hi = math.log2(lo), math.log2(hi)
+    for k, (name, library, rows) in enumerate(panels):
+        ox, oy = (k % cols) * pw, 56 + (k // cols) * ph
+        x0, x1, y0, y1 = ox + ml, ox + pw - mr, oy + mt, oy + ph - mb
+        top, step = nice_ticks(max([r[f"busbw_{s}"] for r in rows for s in ("hand", "lib")]
+                                   or [0]))
+
+        def px(nbytes):
+            f = (math.log2(nbytes) - lg_lo) / (lg_hi - lg_lo) if lg_hi > lg_lo else 0
+            return x0 + f * (x1 - x0)
+
+        def py(v):
+            return y1 - (v / top) * (y1 - y0)
+
+        out.append(f'<text x="{(x0 + x1) / 2}" y="{oy + 16}" text-anchor="middle" '
+                   f'font-size="12">{esc(name)} vs {esc(library)}</text>')
+        out.append(f'<rect x="{x0}" y="{y0}" width="{x1 - x0}" height="{y1 - y0}" fill="none" '
+                   f'stroke="#888"/>')
+        for j in range(int(round(top / step)) + 1):
+            v = j * step
+            y = py(v)
+            out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="#eee"/>')
+            out.append(f'<text x="{x0 - 4}" y="{y + 4:.1f}" text-anchor="end">{v:.10g}</text>')
+        p = int(math.ceil(lg_lo))
+        while p <= lg_hi:
+            x = px(2 ** p)
+            out.append(f'<line x1="{x:.1f}" y1="{y1}" x2="{x:.1f}" y2="{y1 + 3}" stroke="#888"/>')
+            if (p - 3) % 3 == 0:
+                lab = human(2 ** p).replace(" iB", "").replace("iB", "").replace(" B", "")
+                out.append(f'<text x="{x:.1f}" y="{y1 + 15}" text-anchor="middle">{lab}</text>')
+            p += 1
+        out.append(f'<text x="{(x0 + x1) / 2}" y="{y1 + 32}" text-anchor="middle" '
+                   f'fill="#555">size (bytes, log2 scale)</text>')
+        out.append(f'<text x="{ox + 12}" y="{(y0 + y1) / 2}" text-anchor="middle" fill="#555" '
+                   f'transform="rotate(-90 {ox + 12} {(y0 + y1) / 2})">busbw (GB/s)</text>')
+        if not rows:
+            out.append(f'<text x="{(x0 + x1) / 2}" y="{(y0 + y1) / 2}" text-anchor="middle" '
+                       f'fill="#999">not measured</text>')
+            continue
+        for side in ("hand", "lib"):
+            pts = " ".join(f"{px(r['bytes']):.1f},{py(r[f'busbw_{side}']):.1f}" for r in rows)
+            dash = ' stroke-dasharray="6,3"' if side == "lib" else ""
+            out.append(f'<polyline points="{pts}" fill="none" stroke="{COLORS[side]}" '
+                       f'stroke-width="2"{dash}/>')
+            for r in rows:
+                out.append(f'<circle cx="{px(r["bytes"]):.1f}" cy="{py(r[f"busbw_{side}"]):.1f}" '
+                           f'r="2.2" fill="{COLORS[side]}"/>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def esc(text):
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+

@@ -1,0 +1,80 @@
+"""What make test's checks share (grader/selftest.py and each lecture's bench
+selftest): the suite that counts and prints, shell and mpirun helpers, fresh
+work directories, and mutant trees for benches that must fail.
+"""
+
+import glob
+import os
+import shutil
+import subprocess
+
+import launch
+import mutants
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORK = os.path.join("build", "selftest")
+
+
+class Suite:
+    def __init__(self):
+        self.passed = self.failed = 0
+        self.failures = []
+
+    def section(self, title):
+        print(f"\n== {title}", flush=True)
+
+    def record(self, name, ok, details=(), note=""):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+            self.failures.append(name)
+        print(f"  {'ok  ' if ok else 'FAIL'}  {name}{('  ' + note) if note else ''}", flush=True)
+        if not ok:
+            for line in list(details)[:25]:
+                print(f"        {line}")
+
+    def skip(self, name, why):
+        print(f"  skip  {name}: {why}", flush=True)
+
+
+def sh(cmd, env=None, timeout=900):
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    return res.returncode, (res.stdout + res.stderr)
+
+
+def tail(text, n=20):
+    return text.strip().splitlines()[-n:]
+
+
+def mpirun(np_, argv, timeout=60):
+    cmd = launch.mpirun_command(np_, argv)
+    return launch.run(cmd, timeout=timeout)
+
+
+def status_lines(d):
+    return [ln for p in sorted(glob.glob(os.path.join(d, "status.r*.txt")))
+            for ln in open(p, errors="replace").read().splitlines()]
+
+
+def fresh(name):
+    d = os.path.join(WORK, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def mutant_tree(name, lecture, patch):
+    """A copy of solutions/<lecture>/*.c under build/selftest/<name>/<lecture>/, with the
+    mutant grader/mutants/<lecture>/<patch>.patch applied to its file: what a bench must
+    reject. Returns the tree's directory."""
+    tree = fresh(name)
+    os.makedirs(os.path.join(tree, lecture))
+    for src in glob.glob(os.path.join("solutions", lecture, "*.c")):
+        shutil.copy(src, os.path.join(tree, lecture))
+    m = mutants.parse(os.path.join(HERE, "mutants", lecture, patch + ".patch"))
+    with open(m.target) as f:
+        text = mutants.apply(f.read(), m.hunks)
+    with open(os.path.join(tree, lecture, os.path.basename(m.target)), "w") as f:
+        f.write(text)
+    return tree
