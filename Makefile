@@ -169,6 +169,9 @@ bench:
 	@py=$$(grader/setup.sh) && "$$py" grader/bench.py $(ARGS_LC) $(if $(NP),--np $(NP)) \
 		$(if $(filter 0,$(SOL)),--student) $(if $(ARGS),--args="$(ARGS)")
 
+lectures:
+	@py=$$(grader/setup.sh) && "$$py" grader/grade.py --list
+
 hint:
 	@py=$$(grader/setup.sh) && "$$py" grader/hints.py $(EX) $(if $(N),--level $(N))
 
@@ -176,7 +179,8 @@ stubs:
 	@py=$$(grader/setup.sh) && "$$py" grader/stubgen.py --write
 
 format:
-	clang-format -i common/*.[ch] common/*.cu common/tests/*.c lc*/*.c solutions/lc*/*.c
+	clang-format -i common/*.[ch] common/*.cu common/tests/*.c grader/lectures/*/bench.c lc*/*.c \
+		solutions/lc*/*.c
 
 clean:
 	rm -rf $(BUILD)
@@ -188,17 +192,14 @@ help:
 	@echo "make test                the project's tests: libxt, stubs, solutions, mutants"
 	@echo "make demo EX=name NP=4   run a solution in lecture mode (SOL=0: your own;"
 	@echo "                         TRACE=1: a timeline for https://ui.perfetto.dev)"
-	@echo "make bench LC=1 NP=4     bandwidth of the hand-written collectives beside the"
-	@echo "                         MPI library's own (SOL=0: your own)"
-	@echo "make bench LC=2          DDP step time, naive vs bucketed, np 1, 2, 4, and a"
-	@echo "                         trace of the buckets"
-	@echo "make bench LC=3          ZeRO stages 0-3 at np 1, 2, 4: each rank's memory by kind"
-	@echo "                         and bytes per step, beside the formulas (LC=all: every"
-	@echo "                         lecture; no LC: lecture 1's)"
+	@echo "make bench LC=N          lecture N's benchmark, beside formulas or the MPI library"
+	@echo "                         (LC=all: every lecture that has one; no LC: the first;"
+	@echo "                         ARGS=--help: the options; SOL=0: your own files)"
+	@echo "make lectures            every lecture found, its exercises, points and page"
 	@echo "make hint EX=name        the next hint for that exercise (N=2: hint 2)"
 	@echo "make deps                install what is missing (Open MPI, NumPy, a compiler)"
 	@echo "make stubs               regenerate the student tree from solutions/"
 	@echo "make format              clang-format every C file"
 	@echo "make clean               remove build/"
 
-.PHONY: all cuda grade test deps demo bench hint stubs format clean help
+.PHONY: all cuda grade test deps demo bench lectures hint stubs format clean help

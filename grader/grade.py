@@ -93,6 +93,21 @@ def rerun_command(args, lecture, exercise, seed):
     return f"make grade LC={num} EX={exercise} SEED={seed}{sol}"
 
 
+def list_lectures():
+    """make lectures: every lecture found, with its exercises, points and page."""
+    print(f"{'LC':>3}  {'lecture':<18} {'exercises':>9} {'points':>6}  {'bench':<5}  "
+          f"{'page':<24} title")
+    for lec in lectures.names():
+        mod = lectures.load(lec)
+        cpu = [t for t in mod.TESTS if t.device == "cpu"]
+        exercises = {t.exercise for t in mod.TESTS}
+        bench = os.path.exists(os.path.join(HERE, "lectures", lec, "bench.py"))
+        print(f"{lectures.number(lec):>3}  {lec:<18} {len(exercises):>9} "
+              f"{sum(t.points for t in cpu):>6}  {'yes' if bench else '-':<5}  "
+              f"{'docs/' + lec + '.md':<24} {getattr(mod, 'TITLE', '')}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,7 +122,10 @@ def main():
                     help="seconds a case may run before it counts as hung (default 10)")
     ap.add_argument("--max-np", type=int, default=8, help="largest world size to grade at")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--list", action="store_true", help="list the lectures (make lectures)")
     args = ap.parse_args()
+    if args.list:
+        return list_lectures()
 
     if args.json:
         args.json = os.path.abspath(args.json)
