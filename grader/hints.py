@@ -176,7 +176,8 @@ def show(name, level=None):
         raise HintError(f"N={level}: {ex} has hints 1 to {len(found)}")
     n, title, text = found[level - 1]
     print(f"{ex}, hint {n} of {len(found)}: {title}   (docs/{lec}.md#{ex}, Hints)\n")
-    text = re.sub(r"^```\w*\n|^```\n?", "", text, flags=re.M)
+    text = re.sub(r"^```\w*\n|^```\n?", "", text, flags=re.M)  # a terminal shows code as is
+    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # links: their text
     print(text.rstrip() + "\n")
     if n < len(found):
         print(f"(make hint EX={ex} again for hint {n + 1})")
