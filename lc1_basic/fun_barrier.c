@@ -30,12 +30,11 @@
 void barrier_dissemination(MPI_Comm comm)
 {
     /*
-     * TODO: dissemination barrier, ceil(log2 np) rounds.
-     *   In round k (distance d = 2^k, while d < np) send an empty message
-     *   (count 0) to (r + d) mod np and receive one from (r - d) mod np, in
-     *   one MPI_Sendrecv, with tag k. Point-to-point calls only.
+     * TODO: dissemination barrier over comm, point-to-point only.
+     *   No rank may return before every rank has entered (arrivals are staggered). Each
+     *   rank sends and receives exactly ceil(log2 np) messages, all of count 0; np = 1: none.
      */
-    XT_TODO("dissemination barrier, ceil(log2 np) rounds.", comm);
+    XT_TODO("dissemination barrier over comm, point-to-point only.", comm);
 }
 
 /* Every rank sleeps its own `delay`, then enters the barrier: when did it arrive and leave? */

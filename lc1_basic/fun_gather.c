@@ -35,25 +35,24 @@ void gather_linear(const void *send, void *recv, int count, MPI_Datatype dt, int
                    MPI_Comm comm)
 {
     /*
-     * TODO: every other rank sends its block to the root.
-     *   The root copies its own block to recv + root * count elements and
-     *   receives block i from rank i (source i, not MPI_ANY_SOURCE) straight
-     *   into recv + i * count. Size offsets with MPI_Type_size. `recv` may be
-     *   NULL on every rank but the root.
+     * TODO: gather every rank's block into the root's recv.
+     *   Block i (rank i's count elements) goes to recv + i * count; any root and dt, count 0;
+     *   exact. recv is NULL except at the root; blocks arrive in any order (graded highest rank
+     *   first). Point-to-point only: every other rank sends one message of count elements to
+     *   the root, which sends nothing and receives exactly one from each.
      */
-    XT_TODO("every other rank sends its block to the root.", send, recv, count, dt, root, comm);
+    XT_TODO("gather every rank's block into the root's recv.", send, recv, count, dt, root, comm);
 }
 
 void allgather_ring(const void *send, void *recv, int count, MPI_Datatype dt, MPI_Comm comm)
 {
     /*
-     * TODO: np-1 steps around the ring, one block per step.
-     *   Copy your own block into its place, recv + rank * count elements.
-     *   At step s = 0 .. np-2 send block (rank - s) mod np to the right and
-     *   receive block (rank - s - 1) mod np from the left, both in place in
-     *   `recv`, with one MPI_Sendrecv.
+     * TODO: ring all-gather of every rank's block into recv.
+     *   On every rank, recv + i * count = rank i's send (np * count elements); any dt, count 0;
+     *   exact; send is const. Point-to-point only: every rank sends exactly np-1 messages of
+     *   count elements each, all to one neighbour (always rank+1, or always rank-1).
      */
-    XT_TODO("np-1 steps around the ring, one block per step.", send, recv, count, dt, comm);
+    XT_TODO("ring all-gather of every rank's block into recv.", send, recv, count, dt, comm);
 }
 
 /*
@@ -98,6 +97,12 @@ static const char *ring_phase(int step, int np)
     return "all-gather";
 }
 
+/* How the demo's watch cuts the buffer: nchunks pieces, the first count % nchunks one longer. */
+static long demo_chunk_start(int chunk, int count, int nchunks)
+{
+    return (long)chunk * (count / nchunks) + (chunk < count % nchunks ? chunk : count % nchunks);
+}
+
 /*
  * Rank r contributes 10 r and 10 r + 1; gather to the last rank (--root R).
  * The ring's steps show each block travelling one hop per step; -1 marks a
@@ -116,7 +121,7 @@ static void demo(MPI_Comm comm)
     xt_print_buffer_at(comm, root, "gather_linear:   ", y, 2 * np, MPI_INT);
     for (int i = 0; i < 2 * np; i++)
         y[i] = -1;
-    xt_watch_begin(y, 2 * np, MPI_INT, np);
+    xt_watch_begin(y, 2 * np, MPI_INT, np, demo_chunk_start);
     allgather_ring(x, y, 2, MPI_INT, comm);
     xt_watch_print(comm, ring_phase);
     xt_print_buffer_ordered(comm, "allgather_ring:  ", y, 2 * np, MPI_INT);

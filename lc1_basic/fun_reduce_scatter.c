@@ -31,15 +31,17 @@ void reduce_scatter_ring(const void *send, void *recv, const int *recvcounts, MP
                          MPI_Op op, MPI_Comm comm)
 {
     /*
-     * TODO: ring reduce-scatter of np uneven blocks.
-     *   Step s = 0 .. np-2: send partial block (r-s-1) to the right, receive
-     *   partial block (r-s-2) from the left and fold in your own part of it.
-     *   Block i starts at element recvcounts[0] + ... + recvcounts[i-1]. Work in
-     *   a scratch copy: `send` is const and must stay unchanged. Fold a received
-     *   block into yours with MPI_Reduce_local, and copy block `rank` into
-     *   `recv` at the end (exactly recvcounts[rank] elements).
+     * TODO: ring reduce-scatter of send's blocks to recv.
+     *   Block i has recvcounts[i] elements (0 allowed) and starts at recvcounts[0] + ... +
+     *   recvcounts[i-1]; recv gets block `rank` reduced over all ranks, exactly
+     *   recvcounts[rank] elements (it is guarded). `send` is const: it is checked unchanged.
+     *   Any built-in dt and op: float sum/prod within a rounding bound (any order), all else
+     *   exact. np = 1: recv is the own block as it is, no op applied (3 stays 3 under LAND).
+     *   Point-to-point only (MPI_Reduce_local, a local call, is allowed), always to the same
+     *   neighbour; per rank at most np-1 messages and N - recvcounts[rank] elements sent
+     *   (N = the sum of recvcounts): every block but its own, once.
      */
-    XT_TODO("ring reduce-scatter of np uneven blocks.", send, recv, recvcounts, dt, op, comm);
+    XT_TODO("ring reduce-scatter of send's blocks to recv.", send, recv, recvcounts, dt, op, comm);
 }
 
 static void run_case(xt_case *c)
@@ -53,6 +55,12 @@ static void run_case(xt_case *c)
     reduce_scatter_ring(x.data, y, recvcounts, xt_dtype_mpi(x.dtype), xt_case_op(c),
                         xt_case_comm(c));
     xt_case_output(c, "y", y, x.dtype, recvcounts[rank]);
+}
+
+/* How the demo's watch cuts the buffer: nchunks pieces, the first count % nchunks one longer. */
+static long demo_chunk_start(int chunk, int count, int nchunks)
+{
+    return (long)chunk * (count / nchunks) + (chunk < count % nchunks ? chunk : count % nchunks);
 }
 
 /*
@@ -73,7 +81,7 @@ static void demo(MPI_Comm comm)
     for (int i = 0; i < total; i++)
         x[i] = 100 * rank + i;
     xt_print_buffer_ordered(comm, "send: ", x, total, MPI_INT);
-    xt_watch_begin(x, total, MPI_INT, np);
+    xt_watch_begin(x, total, MPI_INT, np, demo_chunk_start);
     reduce_scatter_ring(x, y, counts, MPI_INT, MPI_SUM, comm);
     xt_watch_print(comm, NULL);
     xt_print_buffer_ordered(comm, "recv: ", y, counts[rank], MPI_INT);

@@ -34,14 +34,16 @@
 void ring_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
 {
     /*
-     * TODO: ring reduce-scatter, then ring all-gather.
-     *   Use MPI_Sendrecv for each step and MPI_Reduce_local to combine.
-     *   Chunk i starts at i * (count / np) + min(i, count % np) and is one
-     *   element longer than count / np when i < count % np. Receive into a
-     *   scratch buffer of the longest chunk. Any count, any np, including
-     *   count < np (some chunks are empty) and np = 1.
+     * TODO: ring all-reduce of buf, in place, over comm.
+     *   Any built-in dt and op: float sum/prod within a rounding bound (any order), all else
+     *   exact. Any count and np: count 0, count < np (empty chunks), np not dividing count,
+     *   np = 1. buf is guarded (no write past count elements); use comm, never MPI_COMM_WORLD.
+     *   Point-to-point only (MPI_Reduce_local, a local call, is allowed), every request
+     *   completed, always to the same neighbour. Per rank at most 2(np-1) messages and
+     *   2(np-1) ceil(count/np) elements sent: chunks of at most ceil(count/np) elements (the
+     *   lecture's cut: chunk i starts at i*(count/np) + min(i, count%np)).
      */
-    XT_TODO("ring reduce-scatter, then ring all-gather.", buf, count, dt, op, comm);
+    XT_TODO("ring all-reduce of buf, in place, over comm.", buf, count, dt, op, comm);
 }
 
 static void run_case(xt_case *c)
@@ -54,6 +56,12 @@ static void run_case(xt_case *c)
 static const char *ring_phase(int step, int np)
 {
     return step < np - 1 ? "reduce-scatter" : "all-gather";
+}
+
+/* How the demo's watch cuts the buffer: nchunks pieces, the first count % nchunks one longer. */
+static long demo_chunk_start(int chunk, int count, int nchunks)
+{
+    return (long)chunk * (count / nchunks) + (chunk < count % nchunks ? chunk : count % nchunks);
 }
 
 /*
@@ -72,7 +80,7 @@ static void demo(MPI_Comm comm)
     for (int i = 0; i < count; i++)
         x[i] = 10 * rank + i;
     xt_print_buffer_ordered(comm, "before: ", x, count, MPI_INT);
-    xt_watch_begin(x, count, MPI_INT, np);
+    xt_watch_begin(x, count, MPI_INT, np, demo_chunk_start);
     ring_allreduce(x, count, MPI_INT, MPI_SUM, comm);
     xt_watch_print(comm, ring_phase);
     xt_print_buffer_ordered(comm, "after:  ", x, count, MPI_INT);

@@ -24,13 +24,13 @@ void scatter_linear(const void *send, void *recv, int count, MPI_Datatype dt, in
                     MPI_Comm comm)
 {
     /*
-     * TODO: the root sends block i to rank i.
-     *   Block i starts at send + i * count elements. The root copies its own
-     *   block into `recv` with memcpy rather than sending to itself. Every
-     *   other rank receives its block from the root. Size offsets with
-     *   MPI_Type_size. `send` may be NULL on every rank but the root.
+     * TODO: rank i's recv = block i of the root's send.
+     *   Block i is the count elements at send + i * count; any root and dt, count 0; exact.
+     *   send is NULL except at the root (const there). Point-to-point only: the root sends one
+     *   message of count elements to each other rank and none to itself; every other rank sends
+     *   nothing and receives exactly one, from the root.
      */
-    XT_TODO("the root sends block i to rank i.", send, recv, count, dt, root, comm);
+    XT_TODO("rank i's recv = block i of the root's send.", send, recv, count, dt, root, comm);
 }
 
 /*

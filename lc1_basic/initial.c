@@ -35,16 +35,11 @@
 void make_mesh_2d(int dp, int tp, MPI_Comm comm, MPI_Comm *dp_comm, MPI_Comm *tp_comm)
 {
     /*
-     * TODO: split comm into a dp x tp mesh's columns and rows.
-     *   The mesh is comm's ranks row by row, tp the fast axis.
-     *   Rank r sits at (r / tp, r % tp). *dp_comm: the ranks of r's column (the
-     *   same tp coordinate), ranked by dp coordinate; *tp_comm: the ranks of r's
-     *   row, ranked by tp coordinate. dp * tp is comm's size. Either
-     *   MPI_Cart_create (no reordering) then MPI_Cart_sub, or MPI_Comm_split
-     *   twice. Free any communicator you create along the way; the caller frees
-     *   the two it gets.
+     * TODO: make this rank's mesh column and row communicators.
+     *   Rank r of comm sits at (r / tp, r % tp) of the dp x tp mesh, tp the fast axis; it must
+     *   be rank r / tp of *dp_comm (its column), r % tp of *tp_comm (its row). Caller frees both.
      */
-    XT_TODO("split comm into a dp x tp mesh's columns and rows.", dp, tp, comm, dp_comm, tp_comm);
+    XT_TODO("make this rank's mesh column and row communicators.", dp, tp, comm, dp_comm, tp_comm);
 }
 
 /* The ranks in comm of sub's members, in sub's rank order. */

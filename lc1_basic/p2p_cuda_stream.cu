@@ -41,28 +41,27 @@
 void send_device(const float *d_buf, int count, int chunk, int peer, MPI_Comm comm)
 {
     /*
-     * TODO: send d_buf to peer in chunks via two pinned slots.
-     *   Chunk i is one MPI_Send(slot, len, MPI_FLOAT, peer, 0, comm); count 0
-     *   sends nothing. Make a stream (cudaStreamCreateWithFlags, non-blocking),
-     *   two slots (xt_cuda_host_alloc) and one event per slot. Start the copy of
-     *   chunk i+1 (cudaMemcpyAsync, then cudaEventRecord) before sending chunk
-     *   i, and cudaEventSynchronize chunk i's event before MPI reads its slot.
-     *   Check every CUDA call with XT_CUDA_CHECK; free what you made.
+     * TODO: send d_buf to peer, one MPI_Send per chunk.
+     *   Chunk i (elements i*chunk .., the last one shorter) is one message of MPI_FLOAT, tag
+     *   0, in order: exactly ceil(count/chunk) messages, none for count 0. MPI cannot read
+     *   device memory: stage through pinned host memory (xt_cuda_host_alloc), and hand a
+     *   slot to MPI only once the copy filling it has completed. d_buf must stay unchanged;
+     *   the receiver's floats are compared exactly.
      */
-    XT_TODO("send d_buf to peer in chunks via two pinned slots.", d_buf, count, chunk, peer, comm);
+    XT_TODO("send d_buf to peer, one MPI_Send per chunk.", d_buf, count, chunk, peer, comm);
 }
 
 void recv_device(float *d_buf, int count, int chunk, int peer, MPI_Comm comm)
 {
     /*
-     * TODO: receive the chunks into d_buf via two pinned slots.
-     *   Chunk i: MPI_Recv into slot i%2, then cudaMemcpyAsync to d_buf + i*chunk
-     *   and cudaEventRecord, so that the copy runs while chunk i+1 arrives.
-     *   Before receiving into a slot, cudaEventSynchronize the copy that last
-     *   emptied it. Synchronize the stream before returning: the caller reads
-     *   d_buf right after.
+     * TODO: receive d_buf from peer, one MPI_Recv per chunk.
+     *   The peer sends chunk i (elements i*chunk .., the last one shorter) as one message of
+     *   MPI_FLOAT, tag 0, from host memory, in order; count 0: no message. Receive into
+     *   pinned host memory (xt_cuda_host_alloc); refill a slot only once the copy emptying
+     *   it has completed, and return only once every copy into d_buf has completed (the
+     *   caller reads d_buf next, on another stream). Compared exactly with the sent floats.
      */
-    XT_TODO("receive the chunks into d_buf via two pinned slots.", d_buf, count, chunk, peer, comm);
+    XT_TODO("receive d_buf from peer, one MPI_Recv per chunk.", d_buf, count, chunk, peer, comm);
 }
 
 /*

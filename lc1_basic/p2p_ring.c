@@ -29,19 +29,23 @@
 void ring_shift(const float *send, float *recv, int count, MPI_Comm comm)
 {
     /*
-     * TODO: blocking send right, receive left; even ranks send first.
-     *   Odd ranks receive first, then send. With np = 1 the rank is its own neighbour:
-     *   a blocking send to itself would wait forever, so copy instead.
+     * TODO: recv = the left neighbour's send, with MPI_Send/MPI_Recv.
+     *   Right is rank+1 mod np, left rank-1 mod np; exact. MPI_Send and MPI_Recv are the only
+     *   point-to-point calls allowed (no collective); at most one message per rank. Graded in
+     *   strict send mode (an MPI_Send returns only once its receive is posted): the order must
+     *   not deadlock at any np, np = 1 included, where the rank is its own neighbour.
      */
-    XT_TODO("blocking send right, receive left; even ranks send first.", send, recv, count, comm);
+    XT_TODO("recv = the left neighbour's send, with MPI_Send/MPI_Recv.", send, recv, count, comm);
 }
 
 void ring_shift_sendrecv(const float *send, float *recv, int count, MPI_Comm comm)
 {
     /*
-     * TODO: one MPI_Sendrecv: send right, receive from the left.
+     * TODO: the same shift as ring_shift, with one MPI_Sendrecv.
+     *   Exactly one MPI_Sendrecv per rank when np > 1, and no other point-to-point call nor
+     *   collective; at most one message per rank. At np = 1 a copy is fine too.
      */
-    XT_TODO("one MPI_Sendrecv: send right, receive from the left.", send, recv, count, comm);
+    XT_TODO("the same shift as ring_shift, with one MPI_Sendrecv.", send, recv, count, comm);
 }
 
 static void run_case(xt_case *c)

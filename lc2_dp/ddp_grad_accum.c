@@ -33,15 +33,14 @@ float ddp_accum_step(xt_mlp *m, const float *x, const void *target, int rows, in
                      MPI_Comm comm)
 {
     /*
-     * TODO: accumulate, then communicate once.
-     *   Zero the gradients once; for each of the `micro` micro-batches
-     *   (rows / micro consecutive rows: x + first * m->dims[0], and
-     *   xt_mlp_target_at(m, target, first)) run forward and backward with
-     *   scale 1/micro, accumulating into m->grads. Only after
-     *   the last one, all-reduce all of m->grads in one MPI_Allreduce
-     *   (SUM, in place), divide by the number of ranks, and take the SGD step.
+     * TODO: accumulate micro-batches, all-reduce once.
+     *   Graded after every step: weights bit-identical on all ranks and within 2e-5 (1 + |w|) of
+     *   a single SGD step of one process on the whole global batch: `micro` micro-batches of
+     *   rows / micro rows, each weighing 1/micro, then the mean over ranks. Exactly one
+     *   all-reduce per step, after the last micro-batch, of exactly 4 nparams bytes (the
+     *   gradients only, not the loss). Return the mean of the micro-batch losses (not graded).
      */
-    XT_TODO("accumulate, then communicate once.", m, x, target, rows, micro, lr, comm);
+    XT_TODO("accumulate micro-batches, all-reduce once.", m, x, target, rows, micro, lr, comm);
 }
 
 static void run_case(xt_case *c)

@@ -38,18 +38,15 @@ long distributed_sampler(long n, long epoch, uint64_t seed, int shuffle, int dro
                          MPI_Comm comm, long *indices)
 {
     /*
-     * TODO: shuffle, pad or cut, then stride.
-     *   order = xt_permutation(seed + epoch, n) if shuffle, else 0, 1, ..., n-1.
-     *   drop_last: num_samples = n / np (rounded down), and the order is cut
-     *   to total = num_samples * np entries. Otherwise num_samples =
-     *   ceil(n / np), and the order is padded to total = num_samples * np by
-     *   wrapping around: entry k of the padded order is order[k % n].
-     *   This rank takes entries rank, rank + np, rank + 2 np, ... of it:
-     *   num_samples indices into `indices` (it has room for ceil(n / np)),
-     *   and returns num_samples. n = 0 gives none. No communication: only
-     *   MPI_Comm_rank and MPI_Comm_size on `comm`.
+     * TODO: fill `indices`; return the count.
+     *   Compared exactly with DistributedSampler: order = xt_permutation(seed + epoch, n) if
+     *   shuffle, else 0 .. n-1; num_samples = floor(n / np) with drop_last (order cut to
+     *   num_samples * np), else ceil(n / np) (order padded by wrapping: entry k is order[k % n]);
+     *   rank r takes entries r, r + np, r + 2 np, ...: num_samples of them. n = 0 gives 0.
+     *   `indices` has room for ceil(n / np) entries only (writing past them is WRONG). No
+     *   communication (RULE): only MPI_Comm_rank and MPI_Comm_size, on `comm`.
      */
-    XT_TODO("shuffle, pad or cut, then stride.", n, epoch, seed, shuffle, drop_last, comm, indices);
+    XT_TODO("fill `indices`; return the count.", n, epoch, seed, shuffle, drop_last, comm, indices);
 }
 
 /*

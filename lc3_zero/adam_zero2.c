@@ -44,12 +44,11 @@ void zero2_init(zero2 *z, xt_mlp *m, MPI_Comm comm)
 {
     /*
      * TODO: as zero1_init, and drop the full gradient buffer.
-     *   The same layout (shard = ceil(nparams / np), lo, count), padded
-     *   parameters, rank 0's weights broadcast, and z->m, z->v for one shard.
-     *   Then xt_mlp_drop_grads(m): backward now writes one layer at a time into
-     *   z->layer_grad, the size of the largest layer (xt_mlp_layer_count),
-     *   and the sums land in z->grad, one shard; both XT_MEM_GRADS. z->counts:
-     *   np ints (XT_MEM_COMM). z->step = 0.
+     *   The layout, padding, broadcast and moments of zero1_init; z->step = 0. No full gradient
+     *   buffer may remain (m->grads counts as XT_MEM_GRADS): during the steps a rank's gradients
+     *   peak between 4 count + 4 L and 4 shard + 4 L B, L = the largest layer's W and b count.
+     *   So z->grad (the own shard's sums) and z->layer_grad (one layer, reused) are all of it,
+     *   both xt_alloc(XT_MEM_GRADS) (malloc is not counted). z->counts: np ints, XT_MEM_COMM.
      */
     XT_TODO("as zero1_init, and drop the full gradient buffer.", z, m, comm);
 }
@@ -60,14 +59,12 @@ float zero2_step(zero2 *z, xt_mlp *m, const float *x, const void *target, int ro
 {
     /*
      * TODO: reduce-scatter layer by layer, then update.
-     *   xt_mlp_forward, then xt_mlp_loss_grad(m, target, 1.0f); for each
-     *   layer l from the last: zero z->layer_grad, xt_mlp_backward_layer(m, l,
-     *   m->params + xt_mlp_layer_offset(m, l), z->layer_grad); set
-     *   z->counts[r] to the overlap of the layer's [off, off + n) with rank
-     *   r's [r shard, (r+1) shard); MPI_Reduce_scatter (MPI_SUM) from
-     *   z->layer_grad into z->grad + (where the overlap starts - lo). Never an
-     *   all-reduce. Then divide z->grad by np, xt_adam_update the own
-     *   count parameters at lo, and all-gather the shards as in zero1_step.
+     *   No all-reduce of any kind (MPI_Allreduce, MPI_Iallreduce, MPI_Reduce, MPI_Ireduce: a
+     *   RULE). The gradients reach their owners through reduce-scatters (MPI_Reduce_scatter,
+     *   _block or nonblocking) whose inputs total exactly 4 nparams B per step: every gradient
+     *   once, no padding. Then one all-gather per step, as in zero1_step. Gradient memory stays
+     *   within the own shard and one layer (4 shard + 4 L B). Graded as zero1: identical
+     *   weights, full-batch AdamW within 1e-5 (1 + |w|). Returns this rank's own loss.
      */
     XT_TODO("reduce-scatter layer by layer, then update.", z, m, x, target, rows, h, comm);
 }

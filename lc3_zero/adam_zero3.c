@@ -44,12 +44,13 @@ void zero3_init(zero3 *z, xt_mlp *m, MPI_Comm comm)
 {
     /*
      * TODO: lay out the shards, hand them out, drop the full buffers.
-     *   The layout of stage 1 (shard = ceil(nparams / np), lo, count). Pad
-     *   m->params to np * shard and MPI_Scatter rank 0's into z->param, shard
-     *   floats each (XT_MEM_PARAMS); then xt_mlp_drop_params and
-     *   xt_mlp_drop_grads. Allocate z->m, z->v, z->grad (one shard each,
-     *   XT_MEM_OPTIMIZER, XT_MEM_GRADS), z->layer_grad for the largest layer
-     *   (XT_MEM_GRADS) and z->counts, z->displs (np ints, XT_MEM_COMM).
+     *   The layout of zero1_init (shard = ceil(nparams / np), lo, count; z->step = 0). z->param:
+     *   this rank's shard of rank 0's weights, shard floats of XT_MEM_PARAMS. After init the model
+     *   keeps no full buffer (m->params, m->grads): the peaks are reset after init, and during
+     *   the steps a rank's weights and gradients must each peak between 4 count + 4 L and
+     *   4 shard + 4 L B (L = the largest layer's W and b count), its moments between 8 count
+     *   and 8 shard B; all through xt_alloc (malloc is not counted). z->counts, z->displs: np
+     *   ints each, XT_MEM_COMM.
      */
     XT_TODO("lay out the shards, hand them out, drop the full buffers.", z, m, comm);
 }
@@ -59,12 +60,8 @@ float *zero3_gather_layer(zero3 *z, xt_mlp *m, int l, MPI_Comm comm)
 {
     /*
      * TODO: all-gather the layer from the shards that hold a part of it.
-     *   Allocate xt_mlp_layer_count(m, l) floats with xt_alloc(XT_MEM_PARAMS);
-     *   with counts[r] the part of the layer's [off, off + n) inside rank r's
-     *   [r shard, (r+1) shard) (maybe 0) and displs[r] where that part starts
-     *   minus off, in z->counts and z->displs, MPI_Allgatherv
-     *   this rank's part (z->param + its start - lo, counts[rank] floats).
-     *   The caller frees the buffer with xt_free as soon as the layer is done.
+     *   Returns a new buffer of xt_mlp_layer_count(m, l) floats from xt_alloc(XT_MEM_PARAMS),
+     *   filled by one all-gather call (2 nlayers per step are counted); the caller xt_frees it.
      */
     XT_TODO("all-gather the layer from the shards that hold a part of it.", z, m, l, comm);
 }
@@ -75,12 +72,12 @@ float zero3_step(zero3 *z, xt_mlp *m, const float *x, const void *target, int ro
 {
     /*
      * TODO: gather each layer just in time, then update.
-     *   xt_mlp_forward_begin; for each layer: gather it, xt_mlp_forward_layer,
-     *   free it. xt_mlp_loss_grad(m, target, 1.0f). For each layer from the
-     *   last: gather it again, zero z->layer_grad, xt_mlp_backward_layer,
-     *   free the weights, and reduce-scatter z->layer_grad into z->grad as
-     *   stage 2 does (the same counts as the gather's). Then divide z->grad by np and
-     *   xt_adam_update the count parameters of z->param. No all-gather after.
+     *   Per step: exactly 2 nlayers all-gathers (each layer just before its forward and again
+     *   just before its backward, none after the update); reduce-scatters of exactly 4 nparams
+     *   gradient bytes; no all-reduce of any kind (MPI_Allreduce, MPI_Iallreduce, MPI_Reduce,
+     *   MPI_Ireduce). One gathered layer at a time: weights peak at most 4 shard + 4 L B.
+     *   Graded after every step: the shards put together equal full-batch AdamW on the global
+     *   batch within 1e-5 (1 + |w|). Returns this rank's own loss.
      */
     XT_TODO("gather each layer just in time, then update.", z, m, x, target, rows, h, comm);
 }

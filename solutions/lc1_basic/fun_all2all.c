@@ -28,9 +28,10 @@ void alltoallv_from_splits(const float *send, const int *splits, float *recv, MP
 {
     /*
      * TODO: counts and displacements from splits, one MPI_Alltoallv.
-     *   Send counts: row r of splits; receive counts: column r
-     *   (splits[j*np + r]). Each displacement is the sum of the counts before
-     *   it. No other communication: every rank already knows the matrix.
+     *   Exactly one MPI_Alltoallv per rank and no other communication (every rank already
+     *   holds the whole matrix). recv must hold the blocks from ranks 0, 1, ... back to back,
+     *   splits[i*np + rank] floats from rank i, and is exactly that long (guarded).
+     *   Blocks of 0 and an all-zero matrix occur; values are compared exactly.
      */
     // BEGIN SOLUTION
     int rank, np;

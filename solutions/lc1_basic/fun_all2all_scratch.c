@@ -31,10 +31,13 @@ int alltoallv_scratch(const void *send, const int *sendcounts, MPI_Datatype dt, 
 {
     /*
      * TODO: sizes first, then payloads, pairwise.
-     *   Step k = 1 .. np-1 sends to r+k and receives from r-k (mod np).
-     *   Fill recvcounts (np entries), malloc *recv for all received elements
-     *   (the caller frees it), place the block from rank i after those from
-     *   ranks 0..i-1, and return the total. Point-to-point calls only.
+     *   Point-to-point only. Block j of send (sendcounts[j] elements of dt, maybe 0) goes to
+     *   rank j. Set recvcounts[i] (np entries) to what rank i sent you; *recv = a buffer you
+     *   malloc (the caller frees it; NULL is fine when nothing arrives) holding the blocks
+     *   in source-rank order; return the total number of elements received.
+     *   Rank r's sends, checked in order: np-1 sizes, one int (4 B) each, to r+1, r+2, ...,
+     *   r+np-1 (mod np); then the payloads in the same order, an empty one may be skipped.
+     *   The own block is copied, never sent. Return value, recvcounts and data: exact.
      */
     // BEGIN SOLUTION
     int rank, np, size;

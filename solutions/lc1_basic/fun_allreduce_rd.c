@@ -31,13 +31,14 @@
 void allreduce_rd(void *buf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
 {
     /*
-     * TODO: recursive doubling, ranks beyond a power of two folded in.
-     *   p2 = the largest power of two <= np. A rank r >= p2 sends its buffer
-     *   to r - p2 and later receives the result from it. A rank r < p2 first
-     *   receives and reduces the buffer of r + p2 (if r + p2 < np), then for
-     *   mask = 1, 2, 4, ... < p2 swaps buffers with r ^ mask (MPI_Sendrecv into
-     *   a scratch buffer) and reduces with MPI_Reduce_local, and finally sends
-     *   the result to r + p2 (if it exists). Point-to-point calls only.
+     * TODO: recursive-doubling all-reduce of buf, in place, over comm.
+     *   Any built-in dt and op: float sum/prod within a rounding bound (any order), all else
+     *   exact. Any np, not only powers of two; count 0 included; buf is guarded.
+     *   Point-to-point only (MPI_Reduce_local, a local call, is allowed). With p2 = the
+     *   largest power of two <= np, rank r sends exactly: 1 message if r >= p2 (it folds
+     *   into rank r - p2 and gets the result back from it); otherwise log2(p2), plus 1 if
+     *   rank r + p2 exists. Every message is the whole buffer, count elements (with count
+     *   0 a rank may send fewer).
      */
     // BEGIN SOLUTION
     int rank, np, size;

@@ -24,8 +24,10 @@
 void bcast_linear(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
     /*
-     * TODO: the root sends buf to each other rank in turn.
-     *   Every other rank receives it from the root.
+     * TODO: linear broadcast: every rank's buf becomes the root's.
+     *   Any root, any built-in dt, count 0 included; exact. Point-to-point only: the root sends
+     *   at most np-1 messages and receives none; every other rank receives exactly one message
+     *   and sends none.
      */
     // BEGIN SOLUTION
     int rank, np;
@@ -44,10 +46,9 @@ void bcast_linear(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm
 void bcast_binomial(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
     /*
-     * TODO: a binomial tree rooted at root.
-     *   Renumber the ranks relative to the root: v = (rank - root) mod np.
-     *   Receive from v - lowbit(v), then send to v + m for each power of two
-     *   m below lowbit(v) (the root: below np), largest m first, while v + m < np.
+     * TODO: binomial-tree broadcast of the root's buf.
+     *   Any root, any built-in dt, count 0 included; exact. Point-to-point only: no rank sends
+     *   more than ceil(log2 np) messages; the root receives none, every other rank exactly one.
      */
     // BEGIN SOLUTION
     int rank, np;

@@ -33,12 +33,12 @@ void reduce_linear(const void *send, void *recv, int count, MPI_Datatype dt, MPI
                    MPI_Comm comm)
 {
     /*
-     * TODO: the root folds in every other rank's send.
-     *   Every other rank sends `send` to the root. The root copies its own
-     *   `send` into `recv`, then receives each other rank's buffer into a
-     *   scratch buffer and combines it into `recv` with
-     *   MPI_Reduce_local(scratch, recv, count, dt, op). Size buffers with
-     *   MPI_Type_size. `recv` may be NULL on every rank but the root.
+     * TODO: linear reduce of all sends into root's recv.
+     *   The root's recv = op over every rank's send, element-wise. Any root, any built-in dt and
+     *   commutative op (MPI_Reduce_local is local and allowed); floats within the rounding bound
+     *   of any order. recv is NULL except at the root; send is const. Point-to-point only: every
+     *   other rank sends one message of count elements to the root, which sends nothing and
+     *   receives exactly one from each.
      */
     // BEGIN SOLUTION
     int rank, np, size;
@@ -66,12 +66,13 @@ void reduce_binomial(const void *send, void *recv, int count, MPI_Datatype dt, M
                      MPI_Comm comm)
 {
     /*
-     * TODO: the broadcast's binomial tree, reversed.
-     *   Renumber the ranks relative to the root: v = (rank - root) mod np.
-     *   For m = 1, 2, 4, ...: if v has bit m set, send your partial result to
-     *   v - m and stop; otherwise, if v + m < np, receive from v + m and fold
-     *   it into your partial result. `send` is const: accumulate in `recv` at
-     *   the root and in a scratch buffer elsewhere (`recv` may be NULL there).
+     * TODO: binomial-tree reduce into root's recv.
+     *   The result rules of reduce_linear (any root, dt, commutative op; floats within the
+     *   rounding bound of any order; recv NULL except at the root; send const).
+     *   Point-to-point only, and exactly this tree: with v = (rank - root) mod np, a rank
+     *   receives one message from each child v + m (m a power of two below v's lowest set bit,
+     *   for the root below np; only while v + m < np) and nothing else, then sends one message
+     *   of count elements to its parent v - lowbit(v); the root sends nothing.
      */
     // BEGIN SOLUTION
     int rank, np, size;

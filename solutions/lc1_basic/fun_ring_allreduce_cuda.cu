@@ -169,17 +169,14 @@ void ring_allreduce_cuda(float *d_buf, int count, int chunk, MPI_Comm comm)
 {
     /*
      * TODO: ring all-reduce of d_buf, at most chunk floats a message.
-     *   Blocks and steps as in ring_allreduce (fun_ring_allreduce.c). Per step,
-     *   cut the block you send and the block you receive into segments of at
-     *   most `chunk` floats; segment k is one MPI_Isend right / MPI_Irecv left
-     *   (tag 0), waited with MPI_Waitall. Stage through pinned slots, two per
-     *   direction (xt_cuda_host_alloc), on one non-blocking stream: start the
-     *   device-to-host copy of segment k+1 before sending segment k; after
-     *   segment k arrives, copy it to a device scratch and add it with a
-     *   __global__ kernel (reduce-scatter) or copy it into place (all-gather).
-     *   Record an event after each copy and cudaEventSynchronize it before MPI
-     *   reads or refills that slot. Synchronize the stream before returning.
-     *   No messages for empty segments; np = 1 or count = 0: nothing to do.
+     *   On return d_buf (device memory) holds the sum over all ranks (float rounding bound)
+     *   and no work on it is pending (the caller reads it next, on another stream). Blocks
+     *   and steps as ring_allreduce's: block i starts at i*(count/np) + min(i, count%np);
+     *   step s sends block r-s (reduce-scatter), then r+1-s (all-gather).
+     *   Each block goes right in ceil(len/chunk) MPI_FLOAT messages of at most chunk floats,
+     *   none for an empty block; messages and bytes per rank are checked exactly, and only
+     *   point-to-point calls are allowed. MPI touches pinned host memory only: a slot is sent
+     *   once the copy filling it has completed, refilled once the copy emptying it has.
      */
     // BEGIN SOLUTION
     XT_CHECK(chunk > 0, "ring_allreduce_cuda: chunk must be positive, got %d", chunk);

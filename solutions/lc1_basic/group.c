@@ -32,13 +32,10 @@
 MPI_Comm make_half(MPI_Comm comm, int *members)
 {
     /*
-     * TODO: this rank's half of comm as a communicator, and its members' ranks.
-     *   Low half: ranks 0 .. h-1 of comm, h = (np+1)/2; high half: h .. np-1.
-     *   Take comm's group (MPI_Comm_group), the half's subgroup
-     *   (MPI_Group_range_incl), make it a communicator (MPI_Comm_create_group),
-     *   and fill members[i] with the rank in comm of the half's rank i
-     *   (MPI_Group_translate_ranks). members has room for np ints. Free the
-     *   groups; return the communicator (the caller frees it).
+     * TODO: return this rank's half of comm as a new communicator; fill members.
+     *   Low half: ranks 0 .. h-1 of comm, h = (np+1)/2; high half: h .. np-1. Ranks keep comm's
+     *   order (rank r is rank r - first of its half). members (room for np ints): members[i] is
+     *   the rank in comm of the half's rank i. Never MPI_COMM_NULL; the caller frees it.
      */
     // BEGIN SOLUTION
     int rank, np;
@@ -67,12 +64,12 @@ MPI_Comm make_half(MPI_Comm comm, int *members)
 void group_sums(const double *x, int count, MPI_Comm comm, double *lo_sum, double *hi_sum)
 {
     /*
-     * TODO: sum x over each half; every rank gets both sums.
-     *   Use make_half. All-reduce (MPI_SUM) inside this rank's half into lo_sum
-     *   or hi_sum; the half's rank 0 swaps its sum with the other half's rank 0
-     *   (ranks 0 and (np+1)/2 of comm); then each half broadcasts the other
-     *   half's sum from its rank 0. At np = 1 the high half is empty: hi_sum
-     *   is all zeros.
+     * TODO: every rank gets both halves' sums of x.
+     *   lo_sum = x summed over make_half's low half, hi_sum over the high half (all zeros at
+     *   np = 1); both arrive holding garbage. Any summation order (graded within a rounding bound).
+     *   Collectives run only on the halves' communicators, never on comm. The only
+     *   point-to-point messages: ranks 0 and h = (np+1)/2 of comm each send one of count doubles
+     *   to the other (none at np = 1).
      */
     // BEGIN SOLUTION
     int np;

@@ -21,10 +21,10 @@
 void chain_pass(float *buf, int count, MPI_Comm comm)
 {
     /*
-     * TODO: receive from rank-1, double every element, send to rank+1.
-     *   Rank 0 only sends; the last rank only receives and doubles.
-     *   Use MPI_Comm_rank / MPI_Comm_size on `comm` (never MPI_COMM_WORLD),
-     *   MPI_Recv and MPI_Send with MPI_FLOAT. With one rank there is nothing to do.
+     * TODO: pass buf from rank 0 down the chain, doubling at every hop.
+     *   Afterwards rank k's buf is rank 0's x * 2^k, bit-exact; np = 1 and count = 0 are graded.
+     *   Point-to-point on comm only: a rank below np-1 sends one message of count floats, to
+     *   rank+1; the last rank sends none.
      */
     // BEGIN SOLUTION
     int rank, np;

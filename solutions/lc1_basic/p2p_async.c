@@ -30,12 +30,14 @@
 void gather_async(const float *msgs, int k, int count, float *sum, MPI_Comm comm)
 {
     /*
-     * TODO: nonblocking sends to the last rank, which sums them.
-     *   Ranks below np-1: MPI_Isend message i (msgs + i*count, count floats)
-     *   to rank np-1 for i = 0..k-1, then MPI_Waitall. Rank np-1: post all
-     *   (np-1)*k MPI_Irecv, each into a buffer of its own, MPI_Waitall, then
-     *   write the elementwise sum of all of them into sum (zeros at np = 1).
-     *   Nonblocking calls only; the other ranks leave sum as it is.
+     * TODO: the last rank sums the k messages every other rank sends.
+     *   Rank np-1: sum[j] = element j added over the (np-1) k messages it receives (its own msgs
+     *   excluded), written over sum's old values; zeros at np = 1. Other ranks leave sum alone.
+     *   Any summation order (graded within a float rounding bound).
+     *   Nonblocking calls only: MPI_Isend/MPI_Issend, MPI_Irecv, MPI_Wait*, MPI_Test*. Each rank
+     *   below np-1 sends exactly k messages, message i = the count floats at msgs + i*count, all
+     *   to rank np-1; rank np-1 sends none. No buffer may be given to a call while a pending
+     *   request owns it, and every request completes before the function returns.
      */
     // BEGIN SOLUTION
     int rank, np;

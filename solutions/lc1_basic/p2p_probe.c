@@ -30,11 +30,9 @@
 int recv_any_size(float **buf, int src, MPI_Comm comm)
 {
     /*
-     * TODO: probe the message from src, allocate, receive it, return its length.
-     *   The message may carry any tag and any number of floats, 0 included.
-     *   MPI_Probe(src, MPI_ANY_TAG, ...), MPI_Get_count in MPI_FLOAT, then
-     *   *buf = xt_malloc(...) (the caller frees it) and MPI_Recv that very
-     *   message: same source, the tag from the status. Return the count.
+     * TODO: receive src's next message into a new *buf; return its length.
+     *   Any tag, any number of floats, 0 included (it must still be received). The length must
+     *   come from a probe (MPI_Probe or MPI_Mprobe family). *buf: xt_malloc'd, the caller frees it.
      */
     // BEGIN SOLUTION
     MPI_Status status;

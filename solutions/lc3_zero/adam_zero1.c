@@ -41,13 +41,9 @@ void zero1_init(zero1 *z, xt_mlp *m, MPI_Comm comm)
 {
     /*
      * TODO: lay out the shards, then set up this rank's state.
-     *   shard = ceil(m->nparams / np); this rank's shard starts at lo =
-     *   rank * shard and holds count = the parameters of [lo, lo + shard)
-     *   that exist (fewer on the last ranks, maybe 0). Pad the parameters to
-     *   np * shard floats (xt_mlp_pad_params) so that they can be
-     *   all-gathered in equal blocks, broadcast rank 0's m->nparams weights,
-     *   and allocate the moments z->m and z->v for one shard each with
-     *   xt_alloc(XT_MEM_OPTIMIZER, bytes). z->step = 0.
+     *   shard = ceil(nparams / np); rank r owns [r shard, (r+1) shard) clipped to nparams (count
+     *   may be 0). m->params padded to np shard floats (weights <= 4 np shard B), rank 0's weights
+     *   on every rank, moments for the own shard only: XT_MEM_OPTIMIZER, 8 count..8 shard B.
      */
     // BEGIN SOLUTION
     int rank, np;
@@ -71,11 +67,9 @@ float zero1_step(zero1 *z, xt_mlp *m, const float *x, const void *target, int ro
 {
     /*
      * TODO: all-reduce, update the own shard, all-gather.
-     *   Zero the gradients, forward and backward; MPI_Allreduce all
-     *   m->nparams gradients (MPI_SUM, MPI_IN_PLACE) and divide the own
-     *   shard's by np; xt_adam_update on the count parameters from lo with
-     *   z->m, z->v and step z->step + 1; then one MPI_Allgather, in place,
-     *   of z->shard floats per rank into m->params.
+     *   Per step exactly one all-reduce of all 4 nparams gradient bytes and one all-gather
+     *   (MPI_Allgather, MPI_Allgatherv or nonblocking) of the updated shards. Graded as
+     *   distributed_adam: identical weights, full-batch AdamW within 1e-5 (1 + |w|).
      */
     // BEGIN SOLUTION
     int np;

@@ -69,10 +69,9 @@ void mixed_init(mixed_state *s, const xt_mlp *m, const xt_adam *h, float scale0,
 {
     /*
      * TODO: allocate the master and the moments; set the counters.
-     *   s->master: m->nparams floats with xt_alloc(XT_MEM_MASTER, ...),
-     *   holding a copy of m->params (the initial weights, fp32). s->m, s->v:
-     *   m->nparams floats each with xt_alloc(XT_MEM_OPTIMIZER, ...), zero.
-     *   Then n, step 0, scale scale0, clean 0, interval, and a copy of *h.
+     *   The master: an fp32 copy of m->params in xt_alloc(XT_MEM_MASTER); the moments zeroed in
+     *   xt_alloc(XT_MEM_OPTIMIZER); peaks exactly 4 and 8 nparams B (malloc is not counted).
+     *   Then n, step 0, scale = scale0, clean 0, interval, and a copy of *h.
      */
     // BEGIN SOLUTION
     long n = m->nparams;
@@ -108,20 +107,12 @@ int mixed_precision_step(mixed_state *s, xt_mlp *m, const float *x, const void *
 {
     /*
      * TODO: round, backward at the loss scale, skip or update.
-     *   1. The compute copy: m->params = xt_bf16_round of the master
-     *      (xt_bf16_round_array).
-     *   2. Zero the gradients, forward, and backward with scale s->scale
-     *      (xt_mlp_backward's scale multiplies the loss gradient); *loss is
-     *      what backward returns.
-     *   3. Round every gradient to bf16 (a bf16 model has bf16 gradients).
-     *   4. If any gradient is inf or NaN (xt_all_finite): skip the step
-     *      (master, moments and s->step unchanged), halve the scale, reset
-     *      s->clean, return 1.
-     *   5. Otherwise divide the gradients by the scale in place (fp32), take
-     *      the AdamW step on the master with the next step number
-     *      (xt_adam_update), count a clean step, and after s->interval
-     *      clean steps in a row double the scale and reset the count.
-     *      Return 0.
+     *   Checked every step: m->params = the master rounded by xt_bf16_round, bit for bit. Any inf
+     *   or NaN gradient: skip (return 1), the master (bit for bit), moments and s->step untouched.
+     *   Else (return 0) m->grads = the gradient at loss scale s->scale, rounded to bf16, divided
+     *   by the scale (one bf16 ulp; grad x scale a bf16 value exactly), and the master = float64
+     *   AdamW on it within 2e-6 (lr + |w|). The scale: halved on a skip, doubled after
+     *   s->interval clean steps in a row, both resetting s->clean. *loss: backward's return.
      */
     // BEGIN SOLUTION
     long n = m->nparams;

@@ -140,14 +140,12 @@ void zero_checkpoint_save(const xt_zero_state *z, const xt_mlp *m, const char *d
 {
     /*
      * TODO: write this rank's shard, then mark the checkpoint complete.
-     *   Fill a ckpt_header {CKPT_MAGIC, z->nparams, np, rank, z->lo,
-     *   z->count, z->step, 0}; open ckpt_path(dir, rank) with
-     *   MPI_MODE_WRONLY | MPI_MODE_CREATE (ckpt_open) and write the header
-     *   (8 MPI_INT64_T at byte 0), then z->count floats of m->params from
-     *   z->lo at byte 64, z->m's count at 64 + 4 count, z->v's at
-     *   64 + 8 count; close it. MPI_Barrier(comm): every shard is on disk.
-     *   Then rank 0 writes meta.bin: the same header with rank -1, lo 0 and
-     *   count z->nparams, nothing after it.
+     *   The files are those of the header comment: DIR/shard-<rank>.bin from every rank, and
+     *   DIR/meta.bin from rank 0 once every shard is on disk. The grader reads them only through
+     *   your zero_checkpoint_load, at another world size. Files only through MPI-IO (the ckpt_*
+     *   helpers): fopen and open are refused. Over the case a rank may receive through MPI only
+     *   the weights' broadcast, the load's all-gather and 64 B: each rank writes its own shard,
+     *   no moments travel to rank 0.
      */
     // BEGIN SOLUTION
     int rank, np;
@@ -188,17 +186,13 @@ void zero_checkpoint_load(xt_zero_state *z, xt_mlp *m, const char *dir, MPI_Comm
 {
     /*
      * TODO: read meta.bin, then the old shards overlapping the new one.
-     *   meta.bin's header (ckpt_read_header) gives the saved world size
-     *   old_np and the Adam step; check that its nparams is z->nparams.
-     *   Old rank q held [q old_shard, min((q + 1) old_shard, nparams)),
-     *   old_shard = ceil(nparams / old_np). For every q whose range
-     *   overlaps this rank's [z->lo, z->lo + z->count) in [from, to):
-     *   open ckpt_path(dir, q), read and check its header (rank q, its lo
-     *   and count), and read [from, to) of each of its three blocks: the
-     *   parameters into m->params + from, m and v into z->m and z->v at
-     *   from - z->lo. Set z->step. Then one MPI_Allgather, in place, of
-     *   z->shard floats per rank completes m->params. The moments come
-     *   from the files only, never through MPI.
+     *   Checked bit for bit right after loading: z->step = the saved Adam step; z->m, z->v = the
+     *   moments the old ranks held for this rank's new [z->lo, z->lo + z->count), the old shards
+     *   being ceil(nparams / old_np) wide; m->params on every rank = the saved parameters, all
+     *   nparams of them. Training then goes on, and must equal uninterrupted AdamW within
+     *   5e-5 + 2e-5 |w|. MPI budget per rank over the whole case: one all-gather of the
+     *   parameters (4 np shard B received) and 64 B of metadata beyond the initial broadcast;
+     *   the moments come from the files only. Files only through MPI-IO (fopen, open refused).
      */
     // BEGIN SOLUTION
     char path[4096];
