@@ -301,9 +301,7 @@ class Runner:
 
     def cases_of(self, test):
         rng = np.random.default_rng(stable_seed(self.seed, test.exercise, test.name, "cases"))
-        cases = test.cases(rng)
-        if cases and isinstance(cases[0], dict):
-            cases = spec.make_cases(test, cases)
+        cases = spec.make_cases(test, test.cases(rng))
         return [c for c in cases if c.np <= self.max_np]
 
     def run(self, tests):

@@ -1,9 +1,13 @@
 """The vocabulary of the test tables: tests, cases, references, tolerances, rules.
 
-A lecture's table (grader/lectures/lcN_*.py) is a list of Test entries, one
-per function a student writes. Each says:
+A lecture's tables (grader/lectures/lcN_*/*.py) hold its Test entries, one
+per function a student writes, each one function decorated with test()
+(below), in the manner of MIT's gradelib; the lecture's manifest lists them.
+Each says:
 
-  cases(rng)              the cases: world size np and parameters
+  cases(rng)              the decorated function, named after the function under
+                          test: its cases, [{"np": n, param: value, ...}], which
+                          the harness makes Cases (make_cases)
   inputs(case, rng)       each rank's input arrays, fresh and rank-distinct
   reference(case, inp)    each rank's expected outputs, computed by NumPy from
                           the plain single-process definition
@@ -65,10 +69,10 @@ def default_label(case):
 
 @dataclasses.dataclass
 class Test:
-    exercise: str  # the program: lc1_basic/<exercise>.c
+    exercise: str  # the program: lcN_<name>/<exercise>.c
     name: str  # the function under test (cases.txt fn=)
     points: int
-    cases: Callable  # (rng) -> list[Case-like dicts]
+    cases: Callable  # (rng) -> [{"np": n, param: value, ...}]: see make_cases
     inputs: Callable  # (case, rng) -> {name: array for all ranks | [array per rank]}
     reference: Callable  # (case, inputs) -> [ {name: expected array} per rank ]
     tolerance: Callable = None  # (case, inputs, name, rank) -> float | array
@@ -102,7 +106,12 @@ def test(exercise, points, **parts):
 
 
 def make_cases(test, specs):
-    """Cases from dicts holding np and parameters, in NP_ORDER, numbered."""
+    """The Cases of test from the dicts its cases(rng) returned, each holding np and
+    parameters: in NP_ORDER, numbered. Called by the harness, not by the tables."""
+    for s in specs:
+        if not isinstance(s, dict) or "np" not in s:
+            raise TypeError(f"{test.name}: cases(rng) returns dicts holding np and the "
+                            f"parameters, not {s!r}")
     cases = [Case(test, s["np"], {k: v for k, v in s.items() if k != "np"}) for s in specs]
     for c in cases:
         c.params.setdefault("fn", test.name)

@@ -1,5 +1,8 @@
 """Lecture 1, communication primitives: one entry per function a student writes.
 
+Each entry is one decorated function (spec.test): its name is the function
+under test, it returns the cases, and the decorator holds the rest.
+
 Every expected value below is the plain single-process definition computed by
 NumPy (a stack of the ranks' inputs, reduced or reindexed), never the
 parallel algorithm itself. Rules state the algorithm's cost exactly.
@@ -7,9 +10,9 @@ parallel algorithm itself. Rules state the algorithm's cost exactly.
 
 import numpy as np
 
-from spec import (amount, bytes_sent_exactly, calls_exactly, ceil_log2, exact, itemsize, make_cases,
+from spec import (amount, bytes_sent_exactly, calls_exactly, ceil_log2, exact, itemsize,
                   max_bytes_sent, max_messages, messages_exactly, NPS, only_calls,
-                  point_to_point_only, random_values, reduce_ranks, reduction_tolerance, Test)
+                  point_to_point_only, random_values, reduce_ranks, reduction_tolerance, test)
 
 
 # (dtype, op) pairs a reduction is graded with: every built-in kind of each.
@@ -33,10 +36,6 @@ def per_rank(case, rng, make):
 
 # ------------------------------------------------------------------ p2p.c
 
-def chain_cases(rng):
-    return make_cases(CHAIN, [{"np": n, "count": c} for n in NPS for c in (0, 1, 7, 1000)])
-
-
 def float_inputs(case, rng):
     """Each rank its own count floats in [-10, 10)."""
     return {"x": per_rank(case, rng, lambda r: rng.uniform(-10, 10, case["count"])
@@ -48,24 +47,19 @@ def chain_reference(case, inputs):
     return [{"x": x0 * np.float32(2.0 ** k)} for k in range(case.np)]
 
 
-CHAIN = Test(
-    exercise="p2p", name="chain_pass", points=5,
-    cases=chain_cases, inputs=float_inputs, reference=chain_reference, tolerance=exact,
-    rules=[
-        point_to_point_only,
-        max_messages(lambda c, i, r: 1 if r < c.np - 1 else 0,
-                     "one message to the next rank; the last rank sends none"),
-        max_bytes_sent(lambda c, i, r: 4 * c["count"] if r < c.np - 1 else 0,
-                       "the buffer once, to the next rank"),
-    ],
-)
+@test("p2p", points=5, inputs=float_inputs, reference=chain_reference, tolerance=exact,
+      rules=[
+          point_to_point_only,
+          max_messages(lambda c, i, r: 1 if r < c.np - 1 else 0,
+                       "one message to the next rank; the last rank sends none"),
+          max_bytes_sent(lambda c, i, r: 4 * c["count"] if r < c.np - 1 else 0,
+                         "the buffer once, to the next rank"),
+      ])
+def chain_pass(rng):
+    return [{"np": n, "count": c} for n in NPS for c in (0, 1, 7, 1000)]
+
 
 # ------------------------------------------------------------- p2p_ring.c
-
-def ring_cases(test):
-    return lambda rng: make_cases(test(), [{"np": n, "count": c}
-                                           for n in NPS for c in (0, 1, 5, 1000)])
-
 
 def ring_reference(case, inputs):
     return [{"y": inputs["x"][(r - 1) % case.np]} for r in range(case.np)]
@@ -73,43 +67,41 @@ def ring_reference(case, inputs):
 
 ONE_SEND = max_messages(lambda c, i, r: 1, "one message to the right neighbour")
 
-RING_SHIFT = Test(
-    exercise="p2p_ring", name="ring_shift", points=5,
-    cases=ring_cases(lambda: RING_SHIFT), inputs=float_inputs, reference=ring_reference,
-    tolerance=exact,
-    rules=[
-        point_to_point_only,
-        only_calls({"MPI_Send", "MPI_Recv"},
-                   "ring_shift practises blocking MPI_Send and MPI_Recv in an even/odd "
-                   "order (MPI_Sendrecv is ring_shift_sendrecv's job)"),
-        ONE_SEND,
-    ],
-)
 
-RING_SHIFT_SENDRECV = Test(
-    exercise="p2p_ring", name="ring_shift_sendrecv", points=5,
-    cases=ring_cases(lambda: RING_SHIFT_SENDRECV), inputs=float_inputs,
-    reference=ring_reference, tolerance=exact,
-    rules=[
-        point_to_point_only,
-        only_calls({"MPI_Sendrecv"}, "ring_shift_sendrecv is one MPI_Sendrecv"),
-        calls_exactly("MPI_Sendrecv", lambda c, i, r: 1 if c.np > 1 else None,
-                      "one MPI_Sendrecv sends right and receives from the left"),
-        ONE_SEND,
-    ],
-)
+@test("p2p_ring", points=5, inputs=float_inputs, reference=ring_reference, tolerance=exact,
+      rules=[
+          point_to_point_only,
+          only_calls({"MPI_Send", "MPI_Recv"},
+                     "ring_shift practises blocking MPI_Send and MPI_Recv in an even/odd "
+                     "order (MPI_Sendrecv is ring_shift_sendrecv's job)"),
+          ONE_SEND,
+      ])
+def ring_shift(rng):
+    return [{"np": n, "count": c} for n in NPS for c in (0, 1, 5, 1000)]
+
+
+@test("p2p_ring", points=5, inputs=float_inputs, reference=ring_reference, tolerance=exact,
+      rules=[
+          point_to_point_only,
+          only_calls({"MPI_Sendrecv"}, "ring_shift_sendrecv is one MPI_Sendrecv"),
+          calls_exactly("MPI_Sendrecv", lambda c, i, r: 1 if c.np > 1 else None,
+                        "one MPI_Sendrecv sends right and receives from the left"),
+          ONE_SEND,
+      ])
+def ring_shift_sendrecv(rng):
+    return [{"np": n, "count": c} for n in NPS for c in (0, 1, 5, 1000)]
+
 
 # --------------------------------------------------------- fun_broadcast.c
 
-def bcast_cases(test):
-    def cases(rng):
-        specs = []
-        for n in NPS:
-            for root in range(n):
-                specs.append({"np": n, "root": root, "count": (7, 1, 1000, 0)[root % 4],
-                              "dtype": BCAST_DTYPES[(root + n) % len(BCAST_DTYPES)]})
-        return make_cases(test(), specs)
-    return cases
+def bcast_specs():
+    """Every root at every world size, the counts and dtypes rotating."""
+    specs = []
+    for n in NPS:
+        for root in range(n):
+            specs.append({"np": n, "root": root, "count": (7, 1, 1000, 0)[root % 4],
+                          "dtype": BCAST_DTYPES[(root + n) % len(BCAST_DTYPES)]})
+    return specs
 
 
 def bcast_inputs(case, rng):
@@ -131,28 +123,28 @@ def receives_once(case, inputs, records):
     return out
 
 
-BCAST_LINEAR = Test(
-    exercise="fun_broadcast", name="bcast_linear", points=5,
-    cases=bcast_cases(lambda: BCAST_LINEAR), inputs=bcast_inputs, reference=bcast_reference,
-    tolerance=exact,
-    rules=[
-        point_to_point_only,
-        receives_once,
-        max_messages(lambda c, i, r: c.np - 1 if r == c["root"] else 0,
-                     "the root sends np-1 messages, the others none"),
-    ],
-)
+@test("fun_broadcast", points=5, inputs=bcast_inputs, reference=bcast_reference,
+      tolerance=exact,
+      rules=[
+          point_to_point_only,
+          receives_once,
+          max_messages(lambda c, i, r: c.np - 1 if r == c["root"] else 0,
+                       "the root sends np-1 messages, the others none"),
+      ])
+def bcast_linear(rng):
+    return bcast_specs()
 
-BCAST_BINOMIAL = Test(
-    exercise="fun_broadcast", name="bcast_binomial", points=10,
-    cases=bcast_cases(lambda: BCAST_BINOMIAL), inputs=bcast_inputs,
-    reference=bcast_reference, tolerance=exact,
-    rules=[
-        point_to_point_only,
-        receives_once,
-        max_messages(lambda c, i, r: ceil_log2(c.np), "a binomial tree: ceil(log2 np) rounds"),
-    ],
-)
+
+@test("fun_broadcast", points=10, inputs=bcast_inputs, reference=bcast_reference,
+      tolerance=exact,
+      rules=[
+          point_to_point_only,
+          receives_once,
+          max_messages(lambda c, i, r: ceil_log2(c.np), "a binomial tree: ceil(log2 np) rounds"),
+      ])
+def bcast_binomial(rng):
+    return bcast_specs()
+
 
 # ------------------------------------------------------------------ rings
 
@@ -183,16 +175,6 @@ def block_counts(rng, n, pattern):
     if pattern == 4:
         return [0] * n
     return [int(v) for v in rng.integers(200, 400, n)]
-
-
-def rs_cases(rng):
-    specs = []
-    for n in NPS:
-        for i, (dtype, op) in enumerate(REDUCTIONS):
-            counts = block_counts(rng, n, (i + n) % 6)
-            specs.append({"np": n, "dtype": dtype, "op": op,
-                          "recvcounts": ",".join(map(str, counts))})
-    return make_cases(REDUCE_SCATTER, specs)
 
 
 def rs_counts(case):
@@ -226,30 +208,36 @@ def rs_label(case):
     return f"np={case.np} {case['dtype']} {case['op']} recvcounts=[{case['recvcounts']}]"
 
 
-REDUCE_SCATTER = Test(
-    exercise="fun_reduce_scatter", name="reduce_scatter_ring", points=15,
-    cases=rs_cases, inputs=rs_inputs, reference=rs_reference, tolerance=rs_tolerance,
-    label=rs_label,
-    rules=[
-        point_to_point_only,
-        max_messages(lambda c, i, r: c.np - 1, "np-1 steps around the ring"),
-        max_bytes_sent(lambda c, i, r: (sum(rs_counts(c)) - rs_counts(c)[r]) * itemsize(c),
-                       "every block but its own, once"),
-        one_neighbour,
-    ],
-)
+@test("fun_reduce_scatter", points=15, inputs=rs_inputs, reference=rs_reference,
+      tolerance=rs_tolerance, label=rs_label,
+      rules=[
+          point_to_point_only,
+          max_messages(lambda c, i, r: c.np - 1, "np-1 steps around the ring"),
+          max_bytes_sent(lambda c, i, r: (sum(rs_counts(c)) - rs_counts(c)[r]) * itemsize(c),
+                         "every block but its own, once"),
+          one_neighbour,
+      ])
+def reduce_scatter_ring(rng):
+    """Every reduction, with block counts of every pattern of block_counts."""
+    specs = []
+    for n in NPS:
+        for i, (dtype, op) in enumerate(REDUCTIONS):
+            counts = block_counts(rng, n, (i + n) % 6)
+            specs.append({"np": n, "dtype": dtype, "op": op,
+                          "recvcounts": ",".join(map(str, counts))})
+    return specs
+
 
 # ---------------------------------------------------- fun_ring_allreduce.c
 
-def allreduce_cases(rng):
-    specs = []
-    for n in NPS:
-        counts = counts_for(n)
-        for i, (dtype, op) in enumerate(REDUCTIONS):
-            specs.append({"np": n, "dtype": dtype, "op": op, "count": counts[(i + n) % len(counts)]})
-        specs.append({"np": n, "dtype": "float32", "op": "sum", "count": 10007})
-        specs.append({"np": n, "dtype": "int32", "op": "sum", "count": 3 * n})
-    return make_cases(RING_ALLREDUCE, specs)
+def allreduce_specs(n):
+    """Every reduction at np = n, the counts of counts_for(n) rotating, and a long
+    float32 sum."""
+    counts = counts_for(n)
+    specs = [{"np": n, "dtype": dtype, "op": op, "count": counts[(i + n) % len(counts)]}
+             for i, (dtype, op) in enumerate(REDUCTIONS)]
+    specs.append({"np": n, "dtype": "float32", "op": "sum", "count": 10007})
+    return specs
 
 
 def allreduce_inputs(case, rng):
@@ -270,31 +258,28 @@ def ring_chunk(c):
     return -(-c["count"] // c.np)  # ceil(count / np)
 
 
-RING_ALLREDUCE = Test(
-    exercise="fun_ring_allreduce", name="ring_allreduce", points=15,
-    cases=allreduce_cases, inputs=allreduce_inputs, reference=allreduce_reference,
-    tolerance=allreduce_tolerance,
-    rules=[
-        point_to_point_only,
-        max_messages(lambda c, i, r: 2 * (c.np - 1), "2(np-1): reduce-scatter, then all-gather"),
-        max_bytes_sent(lambda c, i, r: 2 * (c.np - 1) * ring_chunk(c) * itemsize(c),
-                       "2(np-1) chunks of at most ceil(count/np) elements"),
-        one_neighbour,
-    ],
-)
+@test("fun_ring_allreduce", points=15, inputs=allreduce_inputs, reference=allreduce_reference,
+      tolerance=allreduce_tolerance,
+      rules=[
+          point_to_point_only,
+          max_messages(lambda c, i, r: 2 * (c.np - 1),
+                       "2(np-1): reduce-scatter, then all-gather"),
+          max_bytes_sent(lambda c, i, r: 2 * (c.np - 1) * ring_chunk(c) * itemsize(c),
+                         "2(np-1) chunks of at most ceil(count/np) elements"),
+          one_neighbour,
+      ])
+def ring_allreduce(rng):
+    """allreduce_specs, and an int32 sum of 3 elements per rank."""
+    specs = []
+    for n in NPS:
+        specs += allreduce_specs(n)
+        specs.append({"np": n, "dtype": "int32", "op": "sum", "count": 3 * n})
+    return specs
+
 
 # --------------------------------------------------- fun_all2all_scratch.c
 
 PATTERNS = ("random", "sparse", "skewed", "empty")
-
-
-def a2a_cases(rng):
-    specs = []
-    for n in NPS:
-        for i, pattern in enumerate(PATTERNS):
-            specs.append({"np": n, "dtype": BCAST_DTYPES[(i + n) % len(BCAST_DTYPES)],
-                          "pattern": pattern})
-    return make_cases(ALLTOALLV, specs)
 
 
 def a2a_splits(case, rng):
@@ -361,29 +346,24 @@ def a2a_payload_bytes(c, i, r):
     return (c.np - 1) * 4 + int(splits[r].sum() - splits[r][r]) * itemsize(c)
 
 
-ALLTOALLV = Test(
-    exercise="fun_all2all_scratch", name="alltoallv_scratch", points=15,
-    cases=a2a_cases, inputs=a2a_inputs, reference=a2a_reference, tolerance=exact,
-    label=lambda c: f"np={c.np} {c['dtype']} {c['pattern']} splits",
-    rules=[
-        point_to_point_only,
-        max_messages(lambda c, i, r: 2 * (c.np - 1), "np-1 sizes and np-1 payloads"),
-        max_bytes_sent(a2a_payload_bytes, "one int to each peer, then every block but its own"),
-        sizes_then_pairwise,
-    ],
-)
+@test("fun_all2all_scratch", points=15, inputs=a2a_inputs, reference=a2a_reference,
+      tolerance=exact, label=lambda c: f"np={c.np} {c['dtype']} {c['pattern']} splits",
+      rules=[
+          point_to_point_only,
+          max_messages(lambda c, i, r: 2 * (c.np - 1), "np-1 sizes and np-1 payloads"),
+          max_bytes_sent(a2a_payload_bytes,
+                         "one int to each peer, then every block but its own"),
+          sizes_then_pairwise,
+      ])
+def alltoallv_scratch(rng):
+    return [{"np": n, "dtype": BCAST_DTYPES[(i + n) % len(BCAST_DTYPES)], "pattern": pattern}
+            for n in NPS for i, pattern in enumerate(PATTERNS)]
 
 
 # ======================================= communicators and point-to-point variants
 # initial.c, group.c, p2p_async.c, p2p_probe.c. The mesh is
 # arange(np).reshape(dp, tp); the halves are slices of the stack of the ranks'
 # inputs.
-
-def mesh_cases(rng):
-    """Every factorisation dp * tp = np, 1 x np and np x 1 included."""
-    return make_cases(MESH, [{"np": n, "dp": dp, "tp": n // dp}
-                             for n in NPS for dp in range(1, n + 1) if n % dp == 0])
-
 
 def mesh_reference(case, inputs):
     dp, tp = case["dp"], case["tp"]
@@ -392,13 +372,15 @@ def mesh_reference(case, inputs):
              "dp_group": mesh[:, r % tp], "tp_group": mesh[r // tp]} for r in range(case.np)]
 
 
-MESH = Test(
-    exercise="initial", name="make_mesh_2d", points=5,
-    cases=mesh_cases, inputs=lambda case, rng: {}, reference=mesh_reference, tolerance=exact,
-    label=lambda c: f"np={c.np} dp={c['dp']} tp={c['tp']}",
-    hint="coords is (rank in dp_comm, rank in tp_comm); groups are ranks of comm. Rank r sits "
-         "at (r / tp, r % tp): tp is the fast axis.",
-)
+@test("initial", points=5, inputs=lambda case, rng: {}, reference=mesh_reference,
+      tolerance=exact, label=lambda c: f"np={c.np} dp={c['dp']} tp={c['tp']}",
+      hint="coords is (rank in dp_comm, rank in tp_comm); groups are ranks of comm. Rank r "
+           "sits at (r / tp, r % tp): tp is the fast axis.")
+def make_mesh_2d(rng):
+    """Every factorisation dp * tp = np, 1 x np and np x 1 included."""
+    return [{"np": n, "dp": dp, "tp": n // dp}
+            for n in NPS for dp in range(1, n + 1) if n % dp == 0]
+
 
 # ------------------------------------------------------------------- group.c
 
@@ -407,10 +389,6 @@ def half_of(case, r):
     """The ranks of rank r's half: below (np+1)/2, or the rest."""
     h = (case.np + 1) // 2
     return np.arange(0, h) if r < h else np.arange(h, case.np)
-
-
-def half_cases(rng):
-    return make_cases(HALF, [{"np": n} for n in NPS])
 
 
 def half_reference(case, inputs):
@@ -422,17 +400,12 @@ def half_reference(case, inputs):
     return out
 
 
-HALF = Test(
-    exercise="group", name="make_half", points=5,
-    cases=half_cases, inputs=lambda case, rng: {}, reference=half_reference, tolerance=exact,
-    label=lambda c: f"np={c.np}",
-    hint="half is (rank in the half, size of the half); members are ranks of comm. The low "
-         "half holds the ranks below (np+1)/2.",
-)
-
-
-def group_cases(rng):
-    return make_cases(GROUP_SUMS, [{"np": n, "count": c} for n in NPS for c in (0, 1, 7, 1000)])
+@test("group", points=5, inputs=lambda case, rng: {}, reference=half_reference,
+      tolerance=exact, label=lambda c: f"np={c.np}",
+      hint="half is (rank in the half, size of the half); members are ranks of comm. The low "
+           "half holds the ranks below (np+1)/2.")
+def make_half(rng):
+    return [{"np": n} for n in NPS]
 
 
 def double_inputs(case, rng):
@@ -501,25 +474,19 @@ def leaders_exchange(case, inputs, records):
     return out
 
 
-GROUP_SUMS = Test(
-    exercise="group", name="group_sums", points=5,
-    cases=group_cases, inputs=double_inputs, reference=group_reference,
-    tolerance=group_tolerance,
-    rules=[sums_inside_halves, leaders_exchange],
-    hint="lo holds the sum over ranks below (np+1)/2, hi over the rest (0 at np=1), on every "
-         "rank.",
-)
+@test("group", points=5, inputs=double_inputs, reference=group_reference,
+      tolerance=group_tolerance,
+      rules=[sums_inside_halves, leaders_exchange],
+      hint="lo holds the sum over ranks below (np+1)/2, hi over the rest (0 at np=1), on every "
+           "rank.")
+def group_sums(rng):
+    return [{"np": n, "count": c} for n in NPS for c in (0, 1, 7, 1000)]
+
 
 # --------------------------------------------------------------- p2p_async.c
 
 NONBLOCKING = {"MPI_Isend", "MPI_Issend", "MPI_Irecv", "MPI_Wait", "MPI_Waitall", "MPI_Waitany",
                "MPI_Waitsome", "MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome"}
-
-
-def gather_async_cases(rng):
-    specs = [{"np": n, "k": k, "count": c} for n in NPS
-             for k, c in ((1, 5), (3, 1), (2, 0), (4, 1000), (8, 33))]
-    return make_cases(GATHER_ASYNC, specs)
 
 
 def gather_async_inputs(case, rng):
@@ -563,28 +530,25 @@ def k_messages_to_last(case, inputs, records):
     return out
 
 
-GATHER_ASYNC = Test(
-    exercise="p2p_async", name="gather_async", points=5,
-    cases=gather_async_cases, inputs=gather_async_inputs, reference=gather_async_reference,
-    tolerance=gather_async_tolerance,
-    label=lambda c: f"np={c.np} k={c['k']} count={c['count']}",
-    rules=[
-        point_to_point_only,
-        only_calls(NONBLOCKING, "gather_async posts nonblocking MPI_Isend/MPI_Irecv and "
-                                "completes them with MPI_Wait*/MPI_Test*"),
-        k_messages_to_last,
-    ],
-    hint="The last rank's sum is the elementwise sum of the (np-1)*k messages it received, "
-         "written over what sum held (0 at np=1); the other ranks leave sum alone.",
-)
+@test("p2p_async", points=5, inputs=gather_async_inputs, reference=gather_async_reference,
+      tolerance=gather_async_tolerance,
+      label=lambda c: f"np={c.np} k={c['k']} count={c['count']}",
+      rules=[
+          point_to_point_only,
+          only_calls(NONBLOCKING, "gather_async posts nonblocking MPI_Isend/MPI_Irecv and "
+                                  "completes them with MPI_Wait*/MPI_Test*"),
+          k_messages_to_last,
+      ],
+      hint="The last rank's sum is the elementwise sum of the (np-1)*k messages it received, "
+           "written over what sum held (0 at np=1); the other ranks leave sum alone.")
+def gather_async(rng):
+    return [{"np": n, "k": k, "count": c} for n in NPS
+            for k, c in ((1, 5), (3, 1), (2, 0), (4, 1000), (8, 33))]
+
 
 # --------------------------------------------------------------- p2p_probe.c
 
 PAYLOADS = ("random", "empty", "some_empty", "large")
-
-
-def probe_cases(rng):
-    return make_cases(RECV_ANY_SIZE, [{"np": n, "lengths": p} for n in NPS for p in PAYLOADS])
 
 
 def payload_lengths(case, rng):
@@ -626,14 +590,13 @@ def probes_first(case, inputs, records):
     return out
 
 
-RECV_ANY_SIZE = Test(
-    exercise="p2p_probe", name="recv_any_size", points=5,
-    cases=probe_cases, inputs=probe_inputs, reference=probe_reference, tolerance=exact,
-    label=lambda c: f"np={c.np} {c['lengths']} lengths",
-    rules=[probes_first],
-    hint="Every rank r sends its payload to r+1 (mod np, tag 100+r) and calls "
-         "recv_any_size(&y, r-1, comm); ret is what it returned.",
-)
+@test("p2p_probe", points=5, inputs=probe_inputs, reference=probe_reference, tolerance=exact,
+      label=lambda c: f"np={c.np} {c['lengths']} lengths",
+      rules=[probes_first],
+      hint="Every rank r sends its payload to r+1 (mod np, tag 100+r) and calls "
+           "recv_any_size(&y, r-1, comm); ret is what it returned.")
+def recv_any_size(rng):
+    return [{"np": n, "lengths": p} for n in NPS for p in PAYLOADS]
 
 
 # ================================================================ rooted collectives
@@ -757,9 +720,10 @@ linear_from_root = edges_rule(all_but_root, into_root, linear_out_shape)
 
 # ---------------------------------------------------------- fun_reduce.c
 
-def reduce_cases(test):
+def reduce_specs():
+    """Every root at every world size, with every (dtype, op) of REDUCE_PAIRS."""
     pairs = [{"dtype": d, "op": o} for d, o in REDUCE_PAIRS]
-    return lambda rng: make_cases(test(), [s for n in NPS for s in rooted_cases(n, pairs)])
+    return [s for n in NPS for s in rooted_cases(n, pairs)]
 
 
 def reduce_inputs(case, rng):
@@ -776,36 +740,34 @@ def reduce_tolerance(case, inputs, name, rank):
     return reduction_tolerance(np.stack(inputs["x"]), case["op"])
 
 
-REDUCE_LINEAR = Test(
-    exercise="fun_reduce", name="reduce_linear", points=5,
-    cases=reduce_cases(lambda: REDUCE_LINEAR), inputs=reduce_inputs,
-    reference=reduce_reference, tolerance=reduce_tolerance,
-    rules=[point_to_point_only, linear_into_root],
-)
+@test("fun_reduce", points=5, inputs=reduce_inputs, reference=reduce_reference,
+      tolerance=reduce_tolerance,
+      rules=[point_to_point_only, linear_into_root])
+def reduce_linear(rng):
+    return reduce_specs()
 
-REDUCE_BINOMIAL = Test(
-    exercise="fun_reduce", name="reduce_binomial", points=10,
-    cases=reduce_cases(lambda: REDUCE_BINOMIAL), inputs=reduce_inputs,
-    reference=reduce_reference, tolerance=reduce_tolerance,
-    rules=[point_to_point_only, binomial_edges],
-)
+
+@test("fun_reduce", points=10, inputs=reduce_inputs, reference=reduce_reference,
+      tolerance=reduce_tolerance,
+      rules=[point_to_point_only, binomial_edges])
+def reduce_binomial(rng):
+    return reduce_specs()
+
 
 # ---------------------------------------------------------- fun_gather.c
 
-def typed_cases(test, rooted):
+def typed_specs(rooted):
     """Every root (when rooted) and every count of counts_for(np), the dtypes rotating."""
-    def cases(rng):
-        specs = []
-        for n in NPS:
-            dtypes = [{"dtype": BCAST_DTYPES[(k + n) % len(BCAST_DTYPES)]}
-                      for k in range(len(BCAST_DTYPES))]
-            if rooted:
-                specs += rooted_cases(n, dtypes)
-            else:
-                specs += [{"np": n, "count": cnt, **dtypes[i % len(dtypes)]}
-                          for i, cnt in enumerate(counts_for(n))]
-        return make_cases(test(), specs)
-    return cases
+    specs = []
+    for n in NPS:
+        dtypes = [{"dtype": BCAST_DTYPES[(k + n) % len(BCAST_DTYPES)]}
+                  for k in range(len(BCAST_DTYPES))]
+        if rooted:
+            specs += rooted_cases(n, dtypes)
+        else:
+            specs += [{"np": n, "count": cnt, **dtypes[i % len(dtypes)]}
+                      for i, cnt in enumerate(counts_for(n))]
+    return specs
 
 
 def block_inputs(case, rng):
@@ -838,19 +800,19 @@ def ring_sends(case, inputs, records):
     return out
 
 
-GATHER_LINEAR = Test(
-    exercise="fun_gather", name="gather_linear", points=5,
-    cases=typed_cases(lambda: GATHER_LINEAR, rooted=True), inputs=block_inputs,
-    reference=gather_reference, tolerance=exact,
-    rules=[point_to_point_only, linear_into_root],
-)
+@test("fun_gather", points=5, inputs=block_inputs, reference=gather_reference,
+      tolerance=exact,
+      rules=[point_to_point_only, linear_into_root])
+def gather_linear(rng):
+    return typed_specs(rooted=True)
 
-ALLGATHER_RING = Test(
-    exercise="fun_gather", name="allgather_ring", points=10,
-    cases=typed_cases(lambda: ALLGATHER_RING, rooted=False), inputs=block_inputs,
-    reference=allgather_reference, tolerance=exact,
-    rules=[point_to_point_only, one_neighbour, ring_sends],
-)
+
+@test("fun_gather", points=10, inputs=block_inputs, reference=allgather_reference,
+      tolerance=exact,
+      rules=[point_to_point_only, one_neighbour, ring_sends])
+def allgather_ring(rng):
+    return typed_specs(rooted=False)
+
 
 # --------------------------------------------------------- fun_scatter.c
 
@@ -864,12 +826,11 @@ def scatter_reference(case, inputs):
     return [{"y": inputs["x"][r * cnt:(r + 1) * cnt]} for r in range(case.np)]
 
 
-SCATTER_LINEAR = Test(
-    exercise="fun_scatter", name="scatter_linear", points=5,
-    cases=typed_cases(lambda: SCATTER_LINEAR, rooted=True), inputs=scatter_inputs,
-    reference=scatter_reference, tolerance=exact,
-    rules=[point_to_point_only, linear_from_root],
-)
+@test("fun_scatter", points=5, inputs=scatter_inputs, reference=scatter_reference,
+      tolerance=exact,
+      rules=[point_to_point_only, linear_from_root])
+def scatter_linear(rng):
+    return typed_specs(rooted=True)
 
 
 # ========================================= recursive doubling, barrier, all-to-all-v
@@ -891,17 +852,6 @@ def nothing_but(allowed, why):
 
 
 # ---------------------------------------------------- fun_allreduce_rd.c
-
-
-def rd_cases(rng):
-    specs = []
-    for n in NPS:
-        counts = counts_for(n)
-        for i, (dtype, op) in enumerate(REDUCTIONS):
-            specs.append({"np": n, "dtype": dtype, "op": op,
-                          "count": counts[(i + n) % len(counts)]})
-        specs.append({"np": n, "dtype": "float32", "op": "sum", "count": 10007})
-    return make_cases(ALLREDUCE_RD, specs)
 
 
 def pow2_below(n):
@@ -955,25 +905,17 @@ def rd_bytes(case, inputs, records):
     return out
 
 
-ALLREDUCE_RD = Test(
-    exercise="fun_allreduce_rd", name="allreduce_rd", points=10,
-    cases=rd_cases, inputs=allreduce_inputs, reference=allreduce_reference,
-    tolerance=allreduce_tolerance,
-    rules=[point_to_point_only, rd_messages, rd_bytes],
-)
+@test("fun_allreduce_rd", points=10, inputs=allreduce_inputs, reference=allreduce_reference,
+      tolerance=allreduce_tolerance,
+      rules=[point_to_point_only, rd_messages, rd_bytes])
+def allreduce_rd(rng):
+    return [s for n in NPS for s in allreduce_specs(n)]
+
 
 # --------------------------------------------------------- fun_barrier.c
 
 LATE = 0.060  # the last rank's delay (s); the others arrive within EARLY
 EARLY = 0.020
-
-
-def barrier_cases(rng):
-    specs = []
-    for n in NPS:
-        for late in sorted({n - 1, 0, int(rng.integers(0, n))}):
-            specs.append({"np": n, "late": late})
-    return make_cases(BARRIER, specs)
 
 
 def barrier_inputs(case, rng):
@@ -1017,26 +959,26 @@ def one_signal_per_round(case, inputs, records):
     return out
 
 
-BARRIER = Test(
-    exercise="fun_barrier", name="barrier_dissemination", points=10,
-    cases=barrier_cases, inputs=barrier_inputs, reference=barrier_reference,
-    label=lambda c: f"np={c.np}, rank {c['late']} arrives last",
-    check=nobody_leaves_early,
-    rules=[
-        point_to_point_only, one_signal_per_round,
-        bytes_sent_exactly(lambda c, i, r: 0, "a barrier's messages are signals and carry no "
-                                              "data: count 0"),
-    ],
-)
+@test("fun_barrier", points=10, inputs=barrier_inputs, reference=barrier_reference,
+      label=lambda c: f"np={c.np}, rank {c['late']} arrives last",
+      check=nobody_leaves_early,
+      rules=[
+          point_to_point_only, one_signal_per_round,
+          bytes_sent_exactly(lambda c, i, r: 0, "a barrier's messages are signals and carry "
+                                                "no data: count 0"),
+      ])
+def barrier_dissemination(rng):
+    """The last rank, rank 0 and a random rank arriving last."""
+    specs = []
+    for n in NPS:
+        for late in sorted({n - 1, 0, int(rng.integers(0, n))}):
+            specs.append({"np": n, "late": late})
+    return specs
+
 
 # --------------------------------------------------------- fun_all2all.c
 
 SPLIT_PATTERNS = ("random", "sparse", "skewed", "empty")
-
-
-def splits_cases(rng):
-    return make_cases(ALLTOALLV_SPLITS, [{"np": n, "pattern": p}
-                                         for n in NPS for p in SPLIT_PATTERNS])
 
 
 def splits_inputs(case, rng):
@@ -1053,17 +995,17 @@ def splits_reference(case, inputs):
             for j in range(case.np)]
 
 
-ALLTOALLV_SPLITS = Test(
-    exercise="fun_all2all", name="alltoallv_from_splits", points=5,
-    cases=splits_cases, inputs=splits_inputs, reference=splits_reference, tolerance=exact,
-    label=lambda c: f"np={c.np} {c['pattern']} splits",
-    rules=[
-        calls_exactly("MPI_Alltoallv", lambda c, i, r: 1,
-                      "the exchange is one MPI_Alltoallv with counts from the split matrix"),
-        nothing_but("MPI_Alltoallv", "every rank already holds the whole split matrix, so "
-                    "MPI_Alltoallv needs no exchange before it"),
-    ],
-)
+@test("fun_all2all", points=5, inputs=splits_inputs, reference=splits_reference,
+      tolerance=exact, label=lambda c: f"np={c.np} {c['pattern']} splits",
+      rules=[
+          calls_exactly("MPI_Alltoallv", lambda c, i, r: 1,
+                        "the exchange is one MPI_Alltoallv with counts from the split matrix"),
+          nothing_but("MPI_Alltoallv", "every rank already holds the whole split matrix, so "
+                      "MPI_Alltoallv needs no exchange before it"),
+      ])
+def alltoallv_from_splits(rng):
+    return [{"np": n, "pattern": p} for n in NPS for p in SPLIT_PATTERNS]
+
 
 # ---------------------------------------------------- fun_dist_softmax.c
 
@@ -1086,15 +1028,6 @@ def softmax_counts(rng, n, spread):
     if spread == "long":
         return [int(v) for v in rng.integers(200, 301, n)]
     return [0] * n
-
-
-def softmax_cases(rng):
-    specs = []
-    for n in NPS:
-        for spread, centre, width in SOFTMAX_SHAPES:
-            specs.append({"np": n, "counts": ",".join(map(str, softmax_counts(rng, n, spread))),
-                          "centre": centre, "width": width})
-    return make_cases(SOFTMAX, specs)
 
 
 def softmax_inputs(case, rng):
@@ -1141,18 +1074,22 @@ def softmax_label(case):
             f"+- {case['width']:g}")
 
 
-SOFTMAX = Test(
-    exercise="fun_dist_softmax", name="dist_softmax", points=5,
-    cases=softmax_cases, inputs=softmax_inputs, reference=softmax_reference,
-    tolerance=softmax_tolerance, label=softmax_label,
-    rules=[
-        calls_exactly("MPI_Allreduce", lambda c, i, r: 2,
-                      "one MPI_Allreduce for the max, one for the sum of exps"),
-        nothing_but("MPI_Allreduce", "the softmax needs nothing but the two MPI_Allreduce "
-                    "calls (no barrier: each all-reduce already waits for every rank)"),
-    ],
-)
-
+@test("fun_dist_softmax", points=5, inputs=softmax_inputs, reference=softmax_reference,
+      tolerance=softmax_tolerance, label=softmax_label,
+      rules=[
+          calls_exactly("MPI_Allreduce", lambda c, i, r: 2,
+                        "one MPI_Allreduce for the max, one for the sum of exps"),
+          nothing_but("MPI_Allreduce", "the softmax needs nothing but the two MPI_Allreduce "
+                      "calls (no barrier: each all-reduce already waits for every rank)"),
+      ])
+def dist_softmax(rng):
+    """Every shape of SOFTMAX_SHAPES at every world size."""
+    specs = []
+    for n in NPS:
+        for spread, centre, width in SOFTMAX_SHAPES:
+            specs.append({"np": n, "counts": ",".join(map(str, softmax_counts(rng, n, spread))),
+                          "centre": centre, "width": width})
+    return specs
 
 
 # ========================================================= CUDA (DEVICE=cuda only)
@@ -1184,11 +1121,6 @@ P2P_SIZES = [(0, 4), (1, 1), (7, 3), (7, 7), (10, 64), (1000, 1), (1000, 256), (
              (1 << 18, 1 << 14), (300007, 65536)]
 
 
-def p2p_cases(test):
-    return lambda rng: make_cases(test(), [{"np": n, "count": count, "chunk": chunk}
-                                           for n in NPS for count, chunk in P2P_SIZES])
-
-
 def p2p_reference(case, inputs):
     """Rank 2k+1 ends with rank 2k's buffer; every other rank keeps its own."""
     return [{"x": inputs["x"][r - 1] if r % 2 == 1 else inputs["x"][r]}
@@ -1218,21 +1150,21 @@ def show(sizes, most=6):
         ", ".join(map(str, sizes[-2:])) + "]"
 
 
-SEND_DEVICE = Test(
-    exercise="p2p_cuda_stream", name="send_device", points=5, device="cuda",
-    cases=p2p_cases(lambda: SEND_DEVICE), inputs=float_inputs, reference=p2p_reference,
-    tolerance=exact, label=chunk_label, watchdog=CUDA_WATCHDOG,
-    rules=[one_message_per_chunk],
-    hint="the grader receives with plain MPI_Recv on host memory; stale values usually mean "
-         "MPI read a pinned slot before its cudaMemcpyAsync finished (cudaEventSynchronize)",
-)
+@test("p2p_cuda_stream", points=5, device="cuda", inputs=float_inputs, reference=p2p_reference,
+      tolerance=exact, label=chunk_label, watchdog=CUDA_WATCHDOG,
+      rules=[one_message_per_chunk],
+      hint="the grader receives with plain MPI_Recv on host memory; stale values usually mean "
+           "MPI read a pinned slot before its cudaMemcpyAsync finished (cudaEventSynchronize)")
+def send_device(rng):
+    return [{"np": n, "count": count, "chunk": chunk} for n in NPS for count, chunk in P2P_SIZES]
 
-RECV_DEVICE = Test(
-    exercise="p2p_cuda_stream", name="recv_device", points=5, device="cuda",
-    cases=p2p_cases(lambda: RECV_DEVICE), inputs=float_inputs, reference=p2p_reference,
-    tolerance=exact, label=chunk_label, watchdog=CUDA_WATCHDOG,
-    hint="the grader sends chunk i as one MPI_Send of MPI_FLOAT, tag 0, from host memory",
-)
+
+@test("p2p_cuda_stream", points=5, device="cuda", inputs=float_inputs, reference=p2p_reference,
+      tolerance=exact, label=chunk_label, watchdog=CUDA_WATCHDOG,
+      hint="the grader sends chunk i as one MPI_Send of MPI_FLOAT, tag 0, from host memory")
+def recv_device(rng):
+    return [{"np": n, "count": count, "chunk": chunk} for n in NPS for count, chunk in P2P_SIZES]
+
 
 # ----------------------------------------------------- fun_ring_allreduce_cuda.cu
 
@@ -1241,28 +1173,16 @@ RECV_DEVICE = Test(
 RING_CHUNKS = (1, 2, 3, 5, 64, 1000, 4096)
 
 
-def ring_cases(rng):
-    specs = []
-    for n in NPS:
-        for i, count in enumerate(counts_for(n)):
-            chunk = RING_CHUNKS[(i + n) % len(RING_CHUNKS)]
-            specs.append({"np": n, "count": count, "chunk": chunk})
-        specs.append({"np": n, "count": 3 * n, "chunk": 1})
-        specs.append({"np": n, "count": 10007, "chunk": 256})
-        specs.append({"np": n, "count": (1 << 18) + 5, "chunk": 1 << 14})
-    return make_cases(RING_CUDA, specs)
-
-
-def ring_inputs(case, rng):
+def ring_cuda_inputs(case, rng):
     return {"x": [random_values(rng, "float32", "sum", case["count"]) for _ in range(case.np)]}
 
 
-def ring_reference(case, inputs):
+def ring_cuda_reference(case, inputs):
     full = reduce_ranks(np.stack(inputs["x"]), "sum")
     return [{"x": full} for _ in range(case.np)]
 
 
-def ring_tolerance(case, inputs, name, rank):
+def ring_cuda_tolerance(case, inputs, name, rank):
     return reduction_tolerance(np.stack(inputs["x"]), "sum")
 
 
@@ -1288,25 +1208,35 @@ def segments_within_chunk(case, inputs, records):
     return out
 
 
-RING_CUDA = Test(
-    exercise="fun_ring_allreduce_cuda", name="ring_allreduce_cuda", points=15, device="cuda",
-    cases=ring_cases, inputs=ring_inputs, reference=ring_reference, tolerance=ring_tolerance,
-    label=chunk_label, watchdog=CUDA_WATCHDOG,
-    rules=[
-        point_to_point_only, one_neighbour, segments_within_chunk,
-        messages_exactly(lambda c, i, r: len(ring_segments(c, r)),
-                         "2(np-1) blocks, each in ceil(block/chunk) segments, none for an "
-                         "empty block"),
-        bytes_sent_exactly(lambda c, i, r: 4 * sum(ring_segments(c, r)),
-                           "every block but one per phase, once, as 4-byte floats"),
-    ],
-    hint="stale sums usually mean MPI read or refilled a pinned slot before the copy on the "
-         "stream finished: cudaEventSynchronize the slot's event first",
-)
+@test("fun_ring_allreduce_cuda", points=15, device="cuda", inputs=ring_cuda_inputs,
+      reference=ring_cuda_reference, tolerance=ring_cuda_tolerance, label=chunk_label,
+      watchdog=CUDA_WATCHDOG,
+      rules=[
+          point_to_point_only, one_neighbour, segments_within_chunk,
+          messages_exactly(lambda c, i, r: len(ring_segments(c, r)),
+                           "2(np-1) blocks, each in ceil(block/chunk) segments, none for an "
+                           "empty block"),
+          bytes_sent_exactly(lambda c, i, r: 4 * sum(ring_segments(c, r)),
+                             "every block but one per phase, once, as 4-byte floats"),
+      ],
+      hint="stale sums usually mean MPI read or refilled a pinned slot before the copy on the "
+           "stream finished: cudaEventSynchronize the slot's event first")
+def ring_allreduce_cuda(rng):
+    """Every count of counts_for(np), the chunks of RING_CHUNKS rotating, and a few more."""
+    specs = []
+    for n in NPS:
+        for i, count in enumerate(counts_for(n)):
+            chunk = RING_CHUNKS[(i + n) % len(RING_CHUNKS)]
+            specs.append({"np": n, "count": count, "chunk": chunk})
+        specs.append({"np": n, "count": 3 * n, "chunk": 1})
+        specs.append({"np": n, "count": 10007, "chunk": 256})
+        specs.append({"np": n, "count": (1 << 18) + 5, "chunk": 1 << 14})
+    return specs
+
 
 # In the order of docs/lc1_basic.md: point-to-point first, then the collectives.
-TESTS = [MESH, HALF, GROUP_SUMS, CHAIN, GATHER_ASYNC, RECV_ANY_SIZE, RING_SHIFT,
-         RING_SHIFT_SENDRECV, BCAST_LINEAR, BCAST_BINOMIAL, REDUCE_LINEAR, REDUCE_BINOMIAL,
-         GATHER_LINEAR, ALLGATHER_RING, SCATTER_LINEAR, REDUCE_SCATTER, RING_ALLREDUCE,
-         ALLREDUCE_RD, BARRIER, ALLTOALLV_SPLITS, ALLTOALLV, SOFTMAX,
-         SEND_DEVICE, RECV_DEVICE, RING_CUDA]
+TESTS = [make_mesh_2d, make_half, group_sums, chain_pass, gather_async, recv_any_size, ring_shift,
+         ring_shift_sendrecv, bcast_linear, bcast_binomial, reduce_linear, reduce_binomial,
+         gather_linear, allgather_ring, scatter_linear, reduce_scatter_ring, ring_allreduce,
+         allreduce_rd, barrier_dissemination, alltoallv_from_splits, alltoallv_scratch,
+         dist_softmax, send_device, recv_device, ring_allreduce_cuda]

@@ -5,9 +5,9 @@ index lists from the plain definition, and for the DDP steps, full-batch SGD
 on the whole global batch in float64.
 """
 
-from lectures.lc2_dp.sampler import SAMPLER
-from lectures.lc2_dp.ddp import DDP_TESTS
+from lectures.lc2_dp.sampler import distributed_sampler
+from lectures.lc2_dp.ddp import ddp_accum_step, ddp_bucketed_step, ddp_naive_step
 
 TITLE = "data parallelism"
 
-TESTS = [SAMPLER] + DDP_TESTS
+TESTS = [distributed_sampler, ddp_naive_step, ddp_bucketed_step, ddp_accum_step]

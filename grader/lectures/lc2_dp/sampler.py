@@ -1,4 +1,4 @@
-"""distributed_sampler.c: the test of lecture 2's sampler (imported by lc2_dp.py).
+"""distributed_sampler.c: the test of lecture 2's sampler.
 
 The reference is the plain definition of PyTorch's DistributedSampler, with
 nn.permutation as the shuffle (bit-identical to libxt's xt_permutation):
@@ -11,7 +11,7 @@ wrong return value shows as a list of the wrong length.
 import numpy as np
 
 import nn
-from spec import make_cases, NPS, Test
+from spec import NPS, test
 
 EPOCHS = 3
 
@@ -22,18 +22,6 @@ def sizes(np_, rng):
     np and not, and a few hundred."""
     return sorted({0, 1, 2, max(np_ // 2 - 1, 0), max(np_ - 1, 0), np_, np_ + 1, 3 * np_ + 2,
                    4 * np_, int(rng.integers(200, 400))})
-
-
-def sampler_cases(rng):
-    specs = []
-    for np_ in NPS:
-        for n in sizes(np_, rng):
-            for shuffle in (0, 1):
-                for drop_last in (0, 1):
-                    specs.append({"np": np_, "n": n, "epochs": EPOCHS, "shuffle": shuffle,
-                                  "drop_last": drop_last,
-                                  "seed": int(rng.integers(0, 2**63, dtype=np.uint64))})
-    return make_cases(SAMPLER, specs)
 
 
 def sampler_label(case):
@@ -81,10 +69,19 @@ def no_communication(case, inputs, records):
     return out
 
 
-SAMPLER = Test(
-    exercise="distributed_sampler", name="distributed_sampler", points=10,
-    cases=sampler_cases, inputs=sampler_inputs, reference=sampler_reference,
-    rules=[no_communication], label=sampler_label,
-    hint="'epoch<e>' holds the indices the rank got in epoch e, as many as "
-         "distributed_sampler returned",
-)
+@test("distributed_sampler", points=10,
+      inputs=sampler_inputs, reference=sampler_reference, label=sampler_label,
+      rules=[no_communication],
+      hint="'epoch<e>' holds the indices the rank got in epoch e, as many as "
+           "distributed_sampler returned")
+def distributed_sampler(rng):
+    """Every data-set size of sizes(), in order and shuffled, with and without drop_last."""
+    specs = []
+    for np_ in NPS:
+        for n in sizes(np_, rng):
+            for shuffle in (0, 1):
+                for drop_last in (0, 1):
+                    specs.append({"np": np_, "n": n, "epochs": EPOCHS, "shuffle": shuffle,
+                                  "drop_last": drop_last,
+                                  "seed": int(rng.integers(0, 2**63, dtype=np.uint64))})
+    return specs

@@ -6,10 +6,11 @@ the memory each rank reports (libxt's xt_alloc accounting) is checked against
 the per-stage formulas of docs/lc3_zero.md.
 """
 
-from lectures.lc3_zero.adam import ADAM_UPDATE, MIXED_STEP
-from lectures.lc3_zero.stages import STAGE_TESTS
-from lectures.lc3_zero.checkpoint import CHECKPOINT_TESTS
+from lectures.lc3_zero.adam import adam_update, mixed_precision_step
+from lectures.lc3_zero.stages import dp_adam_step, zero1_step, zero2_step, zero3_step
+from lectures.lc3_zero.checkpoint import zero_checkpoint
 
 TITLE = "ZeRO"
 
-TESTS = [ADAM_UPDATE] + STAGE_TESTS + [MIXED_STEP] + CHECKPOINT_TESTS
+TESTS = [adam_update, dp_adam_step, zero1_step, zero2_step, zero3_step, mixed_precision_step,
+         zero_checkpoint]

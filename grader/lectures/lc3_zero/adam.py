@@ -55,7 +55,9 @@ Rule: the peaks of xt_alloc's master bytes = 4 nparams and optimizer bytes =
 import numpy as np
 
 import nn
-from spec import amount, bit_differences, make_cases, Relative, Test
+from spec import amount, bit_differences, Relative, test
+from training import model_of
+
 
 # ------------------------------------------------------------------ adam.c
 
@@ -81,15 +83,6 @@ def adam_label(case):
     kind = "Adam" if float(p["wd"]) == 0 else f"AdamW wd={p['wd']}"
     return (f"np={case.np} n={p['n']} steps={p['steps']} {kind} lr={p['lr']} "
             f"betas=({p['beta1']},{p['beta2']}) eps={p['eps']}")
-
-
-def adam_cases(test):
-    specs = []
-    for n, steps, lr, b1, b2, eps, wd in ADAM_CONFIGS:
-        for np_ in (1, 2):
-            specs.append({"np": np_, "n": n, "steps": steps, "lr": lr, "beta1": b1,
-                          "beta2": b2, "eps": eps, "wd": wd})
-    return make_cases(test, specs)
 
 
 def adam_inputs(case, rng):
@@ -150,17 +143,23 @@ def memory_exactly(kind, per_param, count, what):
     return rule
 
 
-ADAM_UPDATE = Test(
-    exercise="adam", name="adam_update", points=10,
-    cases=lambda rng: adam_cases(ADAM_UPDATE), inputs=adam_inputs, reference=adam_reference,
-    tolerance=adam_tolerance, label=adam_label,
-    rules=[memory_exactly("optimizer", 8, lambda c: c["n"], "the two fp32 moments")],
-    forbidden=[(r"^xt_adam_update$", "calls {}, libxt's copy of the update this exercise "
-                                     "writes: write the update yourself")],
-    hint="AdamW: p = p (1 - lr wd); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; "
-         "p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), t from 1; m and v are "
-         "stored back for the next step",
-)
+@test("adam", points=10,
+      inputs=adam_inputs, reference=adam_reference, tolerance=adam_tolerance, label=adam_label,
+      rules=[memory_exactly("optimizer", 8, lambda c: c["n"], "the two fp32 moments")],
+      forbidden=[(r"^xt_adam_update$", "calls {}, libxt's copy of the update this exercise "
+                                       "writes: write the update yourself")],
+      hint="AdamW: p = p (1 - lr wd); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; "
+           "p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps), t from 1; m and v are "
+           "stored back for the next step")
+def adam_update(rng):
+    """Every configuration of ADAM_CONFIGS, on one rank and on two."""
+    specs = []
+    for n, steps, lr, b1, b2, eps, wd in ADAM_CONFIGS:
+        for np_ in (1, 2):
+            specs.append({"np": np_, "n": n, "steps": steps, "lr": lr, "beta1": b1,
+                          "beta2": b2, "eps": eps, "wd": wd})
+    return specs
+
 
 # ------------------------------------------------------- mixed_precision.c
 
@@ -183,10 +182,6 @@ MIXED_CONFIGS = [
 ]
 
 
-def model_of(case):
-    return nn.Mlp(case["dims"], case["act"], case["loss"])
-
-
 def planted_steps(case):
     return [int(s) for s in str(case["overflow"]).split(",")]
 
@@ -197,16 +192,6 @@ def mixed_label(case):
     return (f"np={case.np} {p['dims']} {p['act']} {p['loss']} steps={p['steps']} {kind} "
             f"lr={p['lr']} scale0={p['scale0']} interval={p['interval']} "
             f"overflow at step {p['overflow'].replace(',', ' and ')}")
-
-
-def mixed_cases(test):
-    specs = []
-    for np_, (dims, act, loss), steps, interval, over, scale0, lr, b2, wd in MIXED_CONFIGS:
-        specs.append({"np": np_, "dims": dims, "act": act, "loss": loss, "steps": steps,
-                      "rows": 3, "lr": lr, "beta1": "0.9", "beta2": b2, "eps": "1e-08",
-                      "wd": wd, "scale0": scale0, "interval": interval,
-                      "overflow": ",".join(map(str, over))})
-    return make_cases(test, specs)
 
 
 def mixed_inputs(case, rng):
@@ -364,17 +349,22 @@ def mixed_check(case, inputs, outs):
     return []
 
 
-MIXED_STEP = Test(
-    exercise="mixed_precision", name="mixed_precision_step", points=15,
-    cases=lambda rng: mixed_cases(MIXED_STEP), inputs=mixed_inputs, reference=no_reference,
-    label=mixed_label, check=mixed_check, check_first=True,
-    rules=[memory_exactly("master", 4, lambda c: model_of(c).nparams,
-                          "one fp32 copy of the weights"),
-           memory_exactly("optimizer", 8, lambda c: model_of(c).nparams,
-                          "the two fp32 moments")],
-    hint="compute copy = bf16(master); backward at the loss scale; gradients rounded to bf16; "
-         "not all finite: skip, halve the scale; else divide by the scale, AdamW on the fp32 "
-         "master, double the scale after `interval` clean steps in a row",
-)
-
-ADAM_TESTS = [ADAM_UPDATE, MIXED_STEP]
+@test("mixed_precision", points=15,
+      inputs=mixed_inputs, reference=no_reference, label=mixed_label,
+      check=mixed_check, check_first=True,
+      rules=[memory_exactly("master", 4, lambda c: model_of(c).nparams,
+                            "one fp32 copy of the weights"),
+             memory_exactly("optimizer", 8, lambda c: model_of(c).nparams,
+                            "the two fp32 moments")],
+      hint="compute copy = bf16(master); backward at the loss scale; gradients rounded to "
+           "bf16; not all finite: skip, halve the scale; else divide by the scale, AdamW on "
+           "the fp32 master, double the scale after `interval` clean steps in a row")
+def mixed_precision_step(rng):
+    """One case per configuration of MIXED_CONFIGS."""
+    specs = []
+    for np_, (dims, act, loss), steps, interval, over, scale0, lr, b2, wd in MIXED_CONFIGS:
+        specs.append({"np": np_, "dims": dims, "act": act, "loss": loss, "steps": steps,
+                      "rows": 3, "lr": lr, "beta1": "0.9", "beta2": b2, "eps": "1e-08",
+                      "wd": wd, "scale0": scale0, "interval": interval,
+                      "overflow": ",".join(map(str, over))})
+    return specs

@@ -54,8 +54,8 @@ import math
 
 import numpy as np
 
-import nn
-from spec import amount, bit_differences, make_cases, Relative, Test
+from spec import amount, bit_differences, Relative, test
+from training import model_of
 
 LR = "0.01"
 ADAM = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-3", "wd": "0.01"}
@@ -71,10 +71,6 @@ MODELS = [("6,16,16,3", "gelu", "ce"), ("5,12,4", "gelu", "mse"), ("7,9,5", "gel
 PLANS = [(4, 3, 0, 3, 2, 1), (2, 4, 1, 2, 2, 1), (1, 4, 2, 2, 3, 2), (4, 1, 0, 2, 2, 1),
          (3, 2, 1, 3, 2, 2), (2, 3, 2, 2, 2, 1), (3, 3, 0, 2, 2, 1), (2, 3, 3, 2, 2, 2),
          (3, 2, 3, 2, 2, 1), (2, 1, 1, 2, 2, 2), (1, 2, 0, 2, 2, 1)]
-
-
-def model_of(case):
-    return nn.Mlp(case["dims"], case["act"], case["loss"])
 
 
 def shards(n, world):
@@ -94,20 +90,6 @@ def label(case):
     return (f"np={case.np} saved at {p['save_np']}, loaded at {p['load_np']}: {p['dims']} "
             f"{p['act']} {p['loss']}, {amount(p['batch'], ' rows')}, "
             f"{p['steps1']}+{p['steps'] - p['steps1']} steps")
-
-
-def specs():
-    out = []
-    for k, (a, b, model, s1, s2, mult) in enumerate(PLANS):
-        dims, act, loss = MODELS[model]
-        out.append({"np": max(a, b), "save_np": a, "load_np": b, "dims": dims, "act": act,
-                    "loss": loss, "steps": s1 + s2, "steps1": s1,
-                    "batch": a * b // math.gcd(a, b) * mult, "lr": LR, **ADAM})
-    return out
-
-
-def cases(rng):
-    return make_cases(CHECKPOINT, specs())
 
 
 def inputs(case, rng):
@@ -243,13 +225,18 @@ def moments_through_files(case, inp, records):
     return out[:1]
 
 
-CHECKPOINT = Test(
-    exercise="zero_checkpoint", name="zero_checkpoint", points=20,
-    cases=cases, inputs=inputs, reference=reference, tolerance=tolerance, label=label,
-    check=check, check_first=True, rules=[moments_through_files],
-    hint="each rank writes its own shard (parameters, m, v, step); a loader at another world "
-         "size reads, for its new shard [lo, lo + count), the overlapping slice of every old "
-         "file, sets the step, and all-gathers the parameters",
-)
-
-CHECKPOINT_TESTS = [CHECKPOINT]
+@test("zero_checkpoint", points=20,
+      inputs=inputs, reference=reference, tolerance=tolerance, label=label,
+      check=check, check_first=True, rules=[moments_through_files],
+      hint="each rank writes its own shard (parameters, m, v, step); a loader at another world "
+           "size reads, for its new shard [lo, lo + count), the overlapping slice of every old "
+           "file, sets the step, and all-gathers the parameters")
+def zero_checkpoint(rng):
+    """One case per plan of PLANS, on max(save_np, load_np) ranks."""
+    out = []
+    for a, b, model, s1, s2, mult in PLANS:
+        dims, act, loss = MODELS[model]
+        out.append({"np": max(a, b), "save_np": a, "load_np": b, "dims": dims, "act": act,
+                    "loss": loss, "steps": s1 + s2, "steps1": s1,
+                    "batch": a * b // math.gcd(a, b) * mult, "lr": LR, **ADAM})
+    return out

@@ -2,11 +2,11 @@
 adam_zero1, adam_zero2, adam_zero3.
 
 Each case trains a small MLP (grader/nn.py's twin of xt_mlp) for a few AdamW
-steps, with lecture 2's inputs: every step's global batch cut into each
-rank's consecutive rows, and initial weights w0 that only rank 0 has right
-(lc2_ddp.ddp_inputs). The reference is single-process full-batch AdamW from
-rank 0's weights in float64 (nn.Mlp.adam_steps), compared after every step;
-all ranks must hold bit-identical weights.
+steps, with the data-parallel training inputs (grader/training.py): every
+step's global batch cut into each rank's consecutive rows, and initial
+weights w0 that only rank 0 has right. The reference is single-process
+full-batch AdamW from rank 0's weights in float64 (nn.Mlp.adam_steps),
+compared after every step; all ranks must hold bit-identical weights.
 
 Tolerance: |got - expected| <= 1e-5 (1 + |expected|), with Adam's eps = 1e-3.
 Adam divides by the gradient's own size, so a gradient that float32 gets only
@@ -32,17 +32,14 @@ rank's real share (count = its part of PHI, so 8 count for the moments, and
 allocated with malloc instead of xt_alloc is not counted and fails that.
 """
 
-import numpy as np
-
-import nn
-from lectures.lc2_dp.ddp import (STEPS, ddp_inputs, ddp_label, identical_on_all_ranks,
-                              model_of, training_case, allreduce_budget, MODELS, step_outputs)
-from spec import amount, make_cases, Relative, Test
+from spec import amount, Relative, test
+from training import (allreduce_budget, global_batches, identical_on_all_ranks, model_of, MODELS,
+                      step_outputs, STEPS, training_case, training_inputs, training_label)
 
 LR = "0.01"
 ADAM = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-3", "wd": "0.01"}
 NPS = (1, 2, 3, 4)
-# lc2's four models, and a 3-parameter one: at np=4 rank 3 owns nothing at all.
+# The four training models, and a 3-parameter one: at np=4 rank 3 owns nothing at all.
 ZERO_MODELS = MODELS + [("2,1", "relu", "mse")]
 
 
@@ -63,16 +60,15 @@ def own_count(case, rank):
 def stage_label(case):
     phi, shard, _ = layout(case)
     pad = shard * case.np - phi
-    return f"{ddp_label(case)} PHI={phi} shard={shard}" + (f" (+{pad} padding)" if pad else "")
+    padding = f" (+{pad} padding)" if pad else ""
+    return f"{training_label(case)} PHI={phi} shard={shard}{padding}"
 
 
 def adam_reference(case, inputs):
     """Full-batch AdamW from rank 0's weights on the whole global batch of each step."""
     m = model_of(case)
-    x = np.concatenate(inputs["x"], axis=1)
-    y = np.concatenate(inputs["y"], axis=1)
     hp = {"lr": case["lr"], **{k: case[k] for k in ADAM}}
-    weights = m.adam_steps(inputs["w0"][0], [(x[s], y[s]) for s in range(STEPS)], hp)
+    weights = m.adam_steps(inputs["w0"][0], global_batches(case, inputs), hp)
     out = step_outputs(m, weights)
     return [out for _ in range(case.np)]
 
@@ -86,16 +82,18 @@ def adam_tolerance(case, inputs, name, rank):
 KIND_WHAT = {"params": "weights", "grads": "gradients", "optimizer": "Adam moments"}
 
 
-def memory_budget(stage, formulas):
-    """Per rank and kind, lo <= peak <= hi: formulas(case, rank) gives
+def memory_budget(stage):
+    """Per rank and kind, lo <= peak <= hi: stage_memory(case, rank, stage) gives
     {kind: (lo, hi, text)} in bytes, text the formula of hi."""
+    name = f"ZeRO-{stage}" if stage else "data-parallel Adam"
+
     def rule(case, inputs, records):
         for r, rec in enumerate(records):
-            for kind, (lo, hi, text) in formulas(case, r).items():
+            for kind, (lo, hi, text) in stage_memory(case, r, stage).items():
                 peak = rec.memory.get(kind, (0, 0))[1]
                 if peak > hi:
                     return [(r, f"rank {r}'s {KIND_WHAT[kind]} ({kind}) peaked at {peak} B during "
-                                f"the steps; {stage} keeps at most {hi} B ({text})")]
+                                f"the steps; {name} keeps at most {hi} B ({text})")]
                 if peak < lo:
                     return [(r, f"rank {r}'s {KIND_WHAT[kind]} ({kind}) peaked at {peak} B, but "
                                 f"its share needs at least {lo} B: allocate them with "
@@ -121,7 +119,8 @@ def stage_memory(case, rank, stage):
 
 # ------------------------------------------------------------ communication
 
-ALLREDUCES = ("MPI_Allreduce", "MPI_Iallreduce", "MPI_Reduce", "MPI_Ireduce")
+# What ZeRO-2 and ZeRO-3 may not call: anything that gives a rank the whole sum.
+REDUCES = ("MPI_Allreduce", "MPI_Iallreduce", "MPI_Reduce", "MPI_Ireduce")
 REDUCE_SCATTERS = ("MPI_Reduce_scatter", "MPI_Reduce_scatter_block", "MPI_Ireduce_scatter",
                    "MPI_Ireduce_scatter_block")
 ALLGATHERS = ("MPI_Allgather", "MPI_Allgatherv", "MPI_Iallgather", "MPI_Iallgatherv")
@@ -134,7 +133,7 @@ def total(rec, fns, field="calls"):
 def no_allreduce(stage):
     def rule(case, inputs, records):
         for r, rec in enumerate(records):
-            used = [fn for fn in ALLREDUCES if fn in rec.calls and rec.calls[fn].calls]
+            used = [fn for fn in REDUCES if fn in rec.calls and rec.calls[fn].calls]
             if used:
                 return [(r, f"rank {r} called {used[0]} {amount(rec.calls[used[0]].calls, ' times')}"
                             f": {stage} reduce-scatters the gradients (MPI_Reduce_scatter), so "
@@ -171,53 +170,57 @@ def allgather_budget(calls, what):
 
 def stage_cases():
     """Two models per world size; the 3-parameter model at np 3 and 4 (empty shards)."""
-    out = [training_case(n, ZERO_MODELS[(n + k) % 4], 1 + (n + 2 * k) % 3, lr=LR, **ADAM)
+    out = [training_case(n, ZERO_MODELS[(n + k) % 4], 1 + (n + 2 * k) % 3, LR, **ADAM)
            for n in NPS for k in range(2)]
-    out += [training_case(n, ZERO_MODELS[4], 2, lr=LR, **ADAM) for n in (3, 4)]
+    out += [training_case(n, ZERO_MODELS[4], 2, LR, **ADAM) for n in (3, 4)]
     return out
 
 
-def stage_test(exercise, name, points, stage, rules, hint):
-    test = Test(exercise=exercise, name=name, points=points,
-                cases=lambda rng: make_cases(test, stage_cases()), inputs=ddp_inputs,
-                reference=adam_reference, tolerance=adam_tolerance, label=stage_label,
-                # ZeRO-3's outputs are its shards put together by libxt, the same
-                # array on every rank: there is nothing for an identity check to see.
-                check=identical_on_all_ranks if stage < 3 else None, check_first=True,
-                rules=[memory_budget(f"ZeRO-{stage}" if stage else "data-parallel Adam",
-                                     lambda c, r: stage_memory(c, r, stage))] + rules,
-                hint=hint)
-    return test
+@test("distributed_adam", points=10,
+      inputs=training_inputs, reference=adam_reference, tolerance=adam_tolerance,
+      label=stage_label, check=identical_on_all_ranks, check_first=True,
+      rules=[memory_budget(0),
+             allreduce_budget(lambda c: STEPS, "one all-reduce of all gradients per step")],
+      hint="broadcast rank 0's weights once; each step all-reduce the gradients (MPI_SUM), "
+           "divide by np, and take the Adam step with moments that persist across steps")
+def dp_adam_step(rng):
+    return stage_cases()
 
 
-DP_ADAM = stage_test(
-    "distributed_adam", "dp_adam_step", 10, 0,
-    [allreduce_budget(lambda c: STEPS, "one all-reduce of all gradients per step")],
-    hint="broadcast rank 0's weights once; each step all-reduce the gradients (MPI_SUM), "
-         "divide by np, and take the Adam step with moments that persist across steps")
+@test("adam_zero1", points=15,
+      inputs=training_inputs, reference=adam_reference, tolerance=adam_tolerance,
+      label=stage_label, check=identical_on_all_ranks, check_first=True,
+      rules=[memory_budget(1),
+             allreduce_budget(lambda c: STEPS, "one all-reduce of all gradients per step"),
+             allgather_budget(lambda c: STEPS, "one all-gather of the updated shards per step")],
+      hint="shard = ceil(nparams / np), rank r owns [r shard, (r+1) shard) clipped to nparams; "
+           "moments for the shard only; after the update, all-gather shard floats per rank "
+           "into the padded parameters")
+def zero1_step(rng):
+    return stage_cases()
 
-ZERO1 = stage_test(
-    "adam_zero1", "zero1_step", 15, 1,
-    [allreduce_budget(lambda c: STEPS, "one all-reduce of all gradients per step"),
-     allgather_budget(lambda c: STEPS, "one all-gather of the updated shards per step")],
-    hint="shard = ceil(nparams / np), rank r owns [r shard, (r+1) shard) clipped to nparams; "
-         "moments for the shard only; after the update, all-gather shard floats per rank into "
-         "the padded parameters")
 
-ZERO2 = stage_test(
-    "adam_zero2", "zero2_step", 15, 2,
-    [no_allreduce("ZeRO-2"), reduce_scatter_bytes,
-     allgather_budget(lambda c: STEPS, "one all-gather of the updated shards per step")],
-    hint="backward one layer at a time into a layer-sized buffer, and MPI_Reduce_scatter "
-         "each layer's gradient with counts = the part of the layer inside each rank's shard")
+@test("adam_zero2", points=15,
+      inputs=training_inputs, reference=adam_reference, tolerance=adam_tolerance,
+      label=stage_label, check=identical_on_all_ranks, check_first=True,
+      rules=[memory_budget(2), no_allreduce("ZeRO-2"), reduce_scatter_bytes,
+             allgather_budget(lambda c: STEPS, "one all-gather of the updated shards per step")],
+      hint="backward one layer at a time into a layer-sized buffer, and MPI_Reduce_scatter "
+           "each layer's gradient with counts = the part of the layer inside each rank's shard")
+def zero2_step(rng):
+    return stage_cases()
 
-ZERO3 = stage_test(
-    "adam_zero3", "zero3_step", 20, 3,
-    [no_allreduce("ZeRO-3"), reduce_scatter_bytes,
-     allgather_budget(lambda c: 2 * model_of(c).nlayers * STEPS,
-                      "each layer's weights gathered twice per step, just before its forward "
-                      "and again just before its backward")],
-    hint="keep only the own shard of the weights; gather a layer (MPI_Allgatherv) right "
-         "before its forward and again before its backward, and xt_free it right after")
 
-STAGE_TESTS = [DP_ADAM, ZERO1, ZERO2, ZERO3]
+# ZeRO-3's outputs are its shards put together by libxt, the same array on every
+# rank: there is nothing for an identity check to see, so it has none.
+@test("adam_zero3", points=20,
+      inputs=training_inputs, reference=adam_reference, tolerance=adam_tolerance,
+      label=stage_label,
+      rules=[memory_budget(3), no_allreduce("ZeRO-3"), reduce_scatter_bytes,
+             allgather_budget(lambda c: 2 * model_of(c).nlayers * STEPS,
+                              "each layer's weights gathered twice per step, just before its "
+                              "forward and again just before its backward")],
+      hint="keep only the own shard of the weights; gather a layer (MPI_Allgatherv) right "
+           "before its forward and again before its backward, and xt_free it right after")
+def zero3_step(rng):
+    return stage_cases()
