@@ -531,9 +531,20 @@ def docs_problems(lec):
             out.append(f"{path}: the table of exercises has no row for {fname}")
             continue
         fns, pts = rows[fname]
-        want_fns = [x.name for x in mine]
-        if not set(want_fns) <= set(fns):
-            out.append(f"{path}: {fname} lists {fns}; its tests are {want_fns}")
+        with open(os.path.join("solutions", lec, fname)) as f:
+            source = f.read()
+
+        def defined(name):
+            return re.search(rf"^\w[\w \t*]*\b{name}\(", source, re.M) is not None
+
+        # A test named after a function of the file must be listed; every function
+        # listed must be defined there (a test may also cover two, as save and load).
+        missing = [x.name for x in mine if defined(x.name) and x.name not in fns]
+        unknown = [fn for fn in fns if not defined(fn)]
+        if missing or unknown:
+            out.append(f"{path}: {fname} lists {fns}; " +
+                       (f"its tests grade {missing} too" if missing else
+                        f"{unknown} are not defined in solutions/{lec}/{fname}"))
         if all(x.device == "cpu" for x in mine):
             want = (" + ".join(str(x.points) for x in mine), str(sum(x.points for x in mine)))
             if pts not in want:

@@ -137,9 +137,9 @@ def mutant_patch():
     at = lines.index("    MPI_Allreduce(x, y, n, MPI_INT, MPI_SUM, comm);")
     path = f"solutions/{NAME}/{EXERCISE}.c"
     return (MUTANT_ABOUT + f"--- a/{path}\n+++ b/{path}\n"
-            f"@@ -{at},3 +{at},4 @@\n"
+            f"@@ -{at},3 +{at},5 @@\n"
             f" {lines[at - 1]}\n-{lines[at]}\n"
-            f"+    for (int i = 0; i < n; i++)\n+        y[i] = x[i];\n"
+            f"+    (void)comm;\n+    for (int i = 0; i < n; i++)\n+        y[i] = x[i];\n"
             f" {lines[at + 1]}\n")
 
 
@@ -223,7 +223,7 @@ def check(work):
                 (text + text2).splitlines()[-10:]))
 
     def grade(extra, title):
-        report = os.path.join(work, title + ".json")
+        report = os.path.abspath(os.path.join(work, title + ".json"))
         rc, text = run(root, ["grader/grade.py", "--lc", "90", "--seed", "1", "--json", report]
                        + extra)
         try:

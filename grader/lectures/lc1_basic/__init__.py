@@ -9,4 +9,8 @@ from lectures.lc1_basic.tests import TESTS
 
 TITLE = "communication primitives"
 
-__all__ = ["TESTS", "TITLE"]
+# What a lecture-mode run must show (make test runs every demo at np=4): the
+# ring's step display, through its last all-gather step.
+DEMOS = {"fun_ring_allreduce": ["step 6 (all-gather)"]}
+
+__all__ = ["DEMOS", "TESTS", "TITLE"]
