@@ -12,7 +12,7 @@
  *
  * xt_cuda_gemm is xt_gemm (xt_nn.h) on the device, through cuBLAS.
  */
-#include "xt_nn.h"
+#include "xt_harness.h"
 
 #include <limits.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * nn.c: the numeric layer (xt_nn.h). Plain loops for what is elementwise,
  * CBLAS for every matrix product. grader/nn.py is its NumPy twin.
  */
-#include "xt_nn.h"
+#include "xt_internal.h"
 
 #include <cblas.h>
 #include <math.h>

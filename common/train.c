@@ -1,12 +1,13 @@
 /*
  * train.c: the harness around the training exercises (xt_nn.h): reading the
- * grader's case, and the lecture demo with its single-process twin.
+ * grader's case, and the demo with its single-process twin and its check
+ * that the replicas agree (xt_ranks_differing).
  * Communication here goes through PMPI, so it never shows in a program's
  * counters or trace: those stay the student's own.
  */
 #include "xt_internal.h"
-#include "xt_nn.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,19 @@ static unsigned weights_hash(const float *params, long n)
     for (size_t i = 0; p && i < sizeof(float) * (size_t)n; i++)
         h = (h ^ p[i]) * 16777619u;
     return h;
+}
+
+int xt_ranks_differing(MPI_Comm comm, const void *buf, size_t bytes)
+{
+    XT_CHECK(bytes <= INT_MAX, "xt_ranks_differing: %zu bytes is more than one message holds",
+             bytes);
+    unsigned char *theirs = xt_malloc(bytes + 1);
+    memcpy(theirs, buf, bytes);
+    PMPI_Bcast(theirs, (int)bytes, MPI_BYTE, 0, comm);
+    int differs = memcmp(theirs, buf, bytes) != 0, ndiffer = 0;
+    free(theirs);
+    PMPI_Allreduce(&differs, &ndiffer, 1, MPI_INT, MPI_SUM, comm);
+    return ndiffer;
 }
 
 /* --------------------------------------------------------------- case mode */
@@ -200,7 +214,7 @@ xt_train_demo xt_train_demo_begin(MPI_Comm comm, const char *default_dims)
     xt_printf_ordered(comm, "rows %d..%d of each step's batch; own initial weights, hash %08x\n",
                       d.rank * d.rows, (d.rank + 1) * d.rows - 1,
                       weights_hash(d.model.params, d.model.nparams));
-    d.before = xt_mpi_stats_get(NULL);
+    d.bytes_before = xt_mpi_stats_get(NULL).bytes_sent;
     return d;
 }
 
@@ -275,7 +289,7 @@ void xt_train_demo_end(xt_train_demo *d)
         weights_hash(d->model.params ? d->model.params : d->gathered, d->model.nparams));
     xt_mpi_stats after = xt_mpi_stats_get(NULL);
     if (d->rank == 0 && d->steps > 0) {
-        /* The collectives a training step makes (the lessons' one-time broadcasts left out). */
+        /* The collectives a training step makes (one-time broadcasts left out). */
         static const char *const per_step[] = {"MPI_Allreduce",      "MPI_Iallreduce",
                                                "MPI_Reduce_scatter", "MPI_Reduce_scatter_block",
                                                "MPI_Allgather",      "MPI_Allgatherv"};
@@ -289,7 +303,7 @@ void xt_train_demo_end(xt_train_demo *d)
             }
         }
         printf("%s\nrank 0 bytes in MPI calls per step: %.0f\n", *sep == ' ' ? " none" : "",
-               (double)(after.bytes_sent - d->before.bytes_sent) / d->steps);
+               (double)(after.bytes_sent - d->bytes_before) / d->steps);
         xt_mlp_free(&d->single);
     }
     free(d->twin_m);

@@ -1,14 +1,15 @@
 /*
- * watch.c: lecture mode's view of one buffer going through an algorithm.
+ * watch.c: a demo's view of one buffer going through an algorithm.
  *
  * Between xt_watch_begin and xt_watch_print the PMPI layer tells this file
  * about every message sent from or received into the watched buffer and
  * every MPI_Reduce_local into it. A step begins at each send, and the buffer
  * is copied as it is when the next step begins (or the algorithm ends), so
  * the print shows, per step and rank, which chunk went where and what the
- * buffer held afterwards: the partial sums of a ring, step by step. The
- * record comes from the MPI calls themselves, so it shows whatever the code
- * under the watch did, a student's own included.
+ * buffer held afterwards: partial results growing step by step. The record
+ * comes from the MPI calls themselves, so it shows whatever the code under
+ * the watch did, a student's own included. How the buffer is cut into
+ * chunks is the caller's: it passes the rule (chunk_start) with the buffer.
  */
 #include "xt_internal.h"
 
@@ -30,6 +31,7 @@ static struct {
     int on;
     const char *base;
     int count, size, nchunks;
+    long (*chunk_start)(int chunk, int count, int nchunks); /* NULL: chunks are not named */
     xt_dtype xd;
     int known; /* dt has an xt_dtype, so its values can be printed */
     step steps[MAX_STEPS];
@@ -37,7 +39,8 @@ static struct {
     int overflow; /* steps past MAX_STEPS were not kept */
 } w;
 
-void xt_watch_begin(const void *buf, int count, MPI_Datatype dt, int nchunks)
+void xt_watch_begin(const void *buf, int count, MPI_Datatype dt, int nchunks,
+                    long (*chunk_start)(int chunk, int count, int nchunks))
 {
     int size;
     PMPI_Type_size(dt, &size);
@@ -50,6 +53,7 @@ void xt_watch_begin(const void *buf, int count, MPI_Datatype dt, int nchunks)
     w.size = size;
     w.known = xt_dtype_from_mpi(dt, &w.xd);
     w.nchunks = nchunks > 0 ? nchunks : 1;
+    w.chunk_start = chunk_start;
 }
 
 /*
@@ -133,10 +137,10 @@ void xti_watch_fold(const void *buf, int count, MPI_Datatype dt)
     s->touched |= s->fold_a >= 0;
 }
 
-static int chunk_start(int i)
+/* Where chunk i begins, by the caller's rule; chunk nchunks begins at the end. */
+static long chunk_start(int i)
 {
-    int rem = w.count % w.nchunks;
-    return i * (w.count / w.nchunks) + (i < rem ? i : rem);
+    return i >= w.nchunks ? w.count : w.chunk_start(i, w.count, w.nchunks);
 }
 
 /* "c3" when [a, b) is chunk 3, else "[a:b]"; "n elts" outside the buffer. */
@@ -146,7 +150,7 @@ static void name_range(char *out, size_t cap, int a, int b)
         snprintf(out, cap, "%d elt%s", b, b == 1 ? "" : "s");
         return;
     }
-    for (int c = 0; c < w.nchunks; c++)
+    for (int c = 0; w.chunk_start && c < w.nchunks; c++)
         if (chunk_start(c) == a && chunk_start(c + 1) == b && a < b) {
             snprintf(out, cap, "c%d", c);
             return;
@@ -183,7 +187,7 @@ static void format_chunks(char *out, size_t cap, const char *buf, int width)
     for (int i = 0; i < w.count && pos < cap; i++) {
         char v[64];
         format_value(v, sizeof v, buf + (size_t)i * (size_t)w.size);
-        while (c < w.nchunks && chunk_start(c) == i && i > 0) {
+        while (w.chunk_start && c < w.nchunks && chunk_start(c) == i && i > 0) {
             pos += (size_t)snprintf(out + pos, cap - pos, "|");
             c++;
         }

@@ -12,7 +12,7 @@
  *   r1 MPI_Send(to 2, tag 0, 64 B) for 10.0 s         its right neighbour
  *   r2 MPI_Send(to 0, tag 0, 64 B) for 10.0 s         to receive: a cycle
  *
- * The thread never calls MPI: it reads the call state pmpi.c keeps.
+ * The thread never calls MPI: it reads the call state call.c keeps.
  */
 #define _GNU_SOURCE
 #include "xt_internal.h"

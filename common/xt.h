@@ -1,21 +1,22 @@
 /*
- * xt.h: libxt, the one helper layer every xtrain-c program links.
+ * xt.h: libxt, the one helper layer every xtrain-c program links, as an
+ * exercise sees it. This header declares what exercises call; what only the
+ * case runner, benchmarks and libxt's tests call (start-up, counters, strict
+ * send, the watchdog, trace control, .npy files) is in xt_harness.h.
  *
  * A program in this repository is a plain MPI program. libxt gives it:
- *   - start-up and shutdown (xt_main, xt_init, xt_finalize), shared options;
+ *   - its whole main (xt_main) and shared options;
  *   - printing in rank order, for demos that an instructor projects;
- *   - .npy files, the format the grader and NumPy exchange;
  *   - error checks that name file, line and rank, then abort cleanly;
  *   - XT_TODO, the loud stop that every unwritten exercise ends in;
- *   - MPI instrumentation through the profiling interface (PMPI): every MPI
- *     call a program makes is counted (calls, messages, bytes) per rank;
- *   - strict send mode: MPI_Send waits for its matching receive, so code that
- *     relies on MPI buffering deadlocks every time instead of now and then;
- *   - a watchdog that, when a case runs too long, prints the MPI call each
- *     rank is blocked in and ends the run;
- *   - case mode, the protocol the grader drives programs with;
- *   - a timeline trace of MPI calls and named ranges (XT_TRACE=1);
+ *   - memory accounting by kind (xt_alloc);
+ *   - case mode, the protocol the grader drives programs with: a case's
+ *     parameters, inputs and outputs;
+ *   - named ranges on the timeline trace (XT_TRACE=1);
  *   - CUDA helpers (xt_cuda_*), compiled with `make CUDA=1`.
+ * Behind its back, every MPI call is counted through the profiling interface
+ * (PMPI), MPI_Send may be made synchronous (strict send mode), and a
+ * watchdog names the MPI call each rank is blocked in when a run hangs.
  *
  * docs/grader.md describes case mode and the instrumentation files.
  */
@@ -49,22 +50,8 @@ typedef struct xt_case xt_case;
  */
 int xt_main(int argc, char **argv, void (*run_case)(xt_case *c), void (*demo)(MPI_Comm comm));
 
-void xt_init(int *argc, char ***argv);
-void xt_finalize(void);
-int xt_rank(void);       /* rank in MPI_COMM_WORLD */
-int xt_size(void);       /* size of MPI_COMM_WORLD */
-int xt_local_rank(void); /* rank among the processes on this node */
-
 /* Seconds on the monotonic clock (one clock for every process of a machine). */
 double xt_now(void);
-/*
- * For benchmarks: fixed glibc thresholds keep buffers of up to 32 MiB in the
- * heap, as in a trainer that has run for a while, instead of a fresh mmap
- * and its page faults each time a step allocates one (ZeRO-3's gathered
- * layers, DDP's buckets), depending on what ran before.
- */
-void xt_steady_allocator(void);
-
 /* Sleeps this long (cases that make ranks arrive at different times). */
 void xt_sleep(double seconds);
 
@@ -72,7 +59,6 @@ void xt_sleep(double seconds);
 long xt_arg_int(const char *name, long dflt);
 double xt_arg_double(const char *name, double dflt);
 const char *xt_arg_str(const char *name, const char *dflt);
-int xt_arg_flag(const char *name);
 
 /* ------------------------------------------------------------------ printing */
 
@@ -82,13 +68,6 @@ int xt_arg_flag(const char *name);
  * length; a rank may pass an empty text.
  */
 void xt_printf_ordered(MPI_Comm comm, const char *fmt, ...) XT_PRINTF(2, 3);
-
-/*
- * Collective over comm: how many ranks hold, in the `bytes` bytes at buf,
- * something other than rank 0's, bit for bit (the same answer on every
- * rank). Data-parallel replicas must all answer 0.
- */
-int xt_ranks_differing(MPI_Comm comm, const void *buf, size_t bytes);
 
 /* Not collective: rank 0 of comm prints (and flushes); every other rank prints nothing. */
 void xt_printf_root(MPI_Comm comm, const char *fmt, ...) XT_PRINTF(2, 3);
@@ -104,16 +83,18 @@ void xt_print_buffer_at(MPI_Comm comm, int who, const char *label, const void *b
 void xt_format_buffer(char *out, size_t cap, const void *buf, int count, MPI_Datatype dt);
 
 /*
- * Follows one buffer through an algorithm, for lectures. After
- * xt_watch_begin, every message this rank sends from or receives into `buf`
- * and every MPI_Reduce_local into it is noted; a step begins at each send.
+ * Follows one buffer through an algorithm, for demos. After xt_watch_begin,
+ * every message this rank sends from or receives into `buf` and every
+ * MPI_Reduce_local into it is noted; a step begins at each send.
  * xt_watch_print (collective over comm) then prints, step by step and in
  * rank order, which chunk each rank sent and received and the buffer after
- * the step. Chunks are cut as the ring exercises cut them: nchunks pieces,
- * the first count % nchunks one element longer. phase(step, np), if given,
- * names the phase a step (from 0) belongs to.
+ * the step. The caller says how the buffer is cut: chunk c of nchunks is
+ * [chunk_start(c, count, nchunks), chunk_start(c + 1, count, nchunks)), the
+ * last one ending at count; with chunk_start NULL no chunk is named.
+ * phase(step, np), if given, names the phase a step (from 0) belongs to.
  */
-void xt_watch_begin(const void *buf, int count, MPI_Datatype dt, int nchunks);
+void xt_watch_begin(const void *buf, int count, MPI_Datatype dt, int nchunks,
+                    long (*chunk_start)(int chunk, int count, int nchunks));
 void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np));
 
 /* -------------------------------------------------------------------- memory */
@@ -123,8 +104,8 @@ void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np));
  * naming what each holds. libxt keeps, per rank and per kind, the bytes in use
  * now and the peak since xt_mem_reset_peak (or since the case began), and
  * writes them into every case's record, where the grader checks them against
- * the formulas of docs/lc3_zero.md. A buffer allocated with malloc is not
- * counted, so the exercises of lecture 3 allocate with xt_alloc only.
+ * per-kind formulas. A buffer allocated with malloc is not counted, so an
+ * exercise graded on its memory allocates with xt_alloc only.
  */
 typedef enum {
     XT_MEM_PARAMS,      /* weights used by forward and backward */
@@ -133,7 +114,7 @@ typedef enum {
     XT_MEM_MASTER,      /* fp32 master weights (mixed precision) */
     XT_MEM_ACTIVATIONS, /* what forward keeps for backward */
     XT_MEM_COMM,        /* buffers that exist only to communicate or to do I/O */
-    XT_MEM_KINDS        /* (also "all kinds together" in xt_mem_current/peak) */
+    XT_MEM_KINDS        /* (also "all kinds together" in xt_mem_peak) */
 } xt_mem_kind;
 
 /* `bytes` zeroed bytes, counted as `kind`; dies when out of memory. */
@@ -144,17 +125,14 @@ void xt_free_at(void *p, const char *file, int line);
 #define xt_free(p)            xt_free_at((p), __FILE__, __LINE__)
 size_t xt_alloc_size(const void *p); /* the bytes asked for */
 
-const char *xt_mem_kind_name(xt_mem_kind kind); /* "params", "grads", ... */
-size_t xt_mem_current(xt_mem_kind kind);        /* bytes in use on this rank */
-size_t xt_mem_peak(xt_mem_kind kind);           /* the most in use since the last reset */
-void xt_mem_reset_peak(void);                   /* peak := current, every kind */
+size_t xt_mem_peak(xt_mem_kind kind); /* the most in use since the last reset */
+void xt_mem_reset_peak(void);         /* peak := current, every kind */
 /* Collective: rank 0 prints each rank's peak bytes per kind, under `title`. */
 void xt_mem_print(MPI_Comm comm, const char *title);
 
 /* -------------------------------------------------------------------- errors */
 
 XT_NORETURN void xt_die_at(const char *file, int line, const char *fmt, ...) XT_PRINTF(3, 4);
-void xt_mpi_check_at(int rc, const char *call, const char *file, int line);
 void *xt_malloc_at(size_t bytes, const char *file, int line);
 void *xt_calloc_at(size_t n, size_t size, const char *file, int line);
 XT_NORETURN void xt_todo_at(const char *file, int line, const char *func, const char *what, ...);
@@ -166,7 +144,6 @@ XT_NORETURN void xt_todo_at(const char *file, int line, const char *func, const 
         if (!(cond))                                                                               \
             xt_die_at(__FILE__, __LINE__, __VA_ARGS__);                                            \
     } while (0)
-#define XT_MPI_CHECK(call) xt_mpi_check_at((call), #call, __FILE__, __LINE__)
 #define xt_malloc(bytes)   xt_malloc_at((bytes), __FILE__, __LINE__)
 #define xt_calloc(n, size) xt_calloc_at((n), (size), __FILE__, __LINE__)
 
@@ -177,7 +154,7 @@ XT_NORETURN void xt_todo_at(const char *file, int line, const char *func, const 
  */
 #define XT_TODO(...) xt_todo_at(__FILE__, __LINE__, __func__, __VA_ARGS__)
 
-/* ---------------------------------------------------------- dtypes and .npy */
+/* ---------------------------------------------------------- dtypes and arrays */
 
 typedef enum {
     XT_F32,
@@ -195,14 +172,11 @@ typedef enum {
     XT_NDTYPES
 } xt_dtype;
 
-size_t xt_dtype_size(xt_dtype dt);
-const char *xt_dtype_name(xt_dtype dt);                  /* NumPy's name: "float32", "int64", ... */
-int xt_dtype_from_name(const char *name, xt_dtype *out); /* 0 when no dtype has that name */
-MPI_Datatype xt_dtype_mpi(xt_dtype dt);                  /* F16 and BF16 travel as MPI_UINT16_T */
-int xt_dtype_from_mpi(MPI_Datatype mt, xt_dtype *out);   /* 0 when mt has no xt_dtype */
+MPI_Datatype xt_dtype_mpi(xt_dtype dt); /* F16 and BF16 travel as MPI_UINT16_T */
 
 #define XT_NPY_MAXDIM 8
 
+/* An n-dimensional array, as a case input (or a .npy file) holds it. */
 typedef struct {
     void *data;
     xt_dtype dtype;
@@ -211,65 +185,18 @@ typedef struct {
     long count; /* product of shape */
 } xt_array;
 
-/* Reads a little-endian, C-order .npy (version 1 or 2). 0 on success, else -1 and `err`. */
-int xt_npy_try_read(const char *path, xt_array *out, char *err, size_t errcap);
-void xt_npy_read(const char *path, xt_array *out); /* dies on error */
-void xt_npy_write(const char *path, const void *data, xt_dtype dt, int ndim, const long *shape);
-void xt_array_free(xt_array *a);
-
-/* ------------------------------------------------------ MPI instrumentation */
-
-/*
- * Every MPI call the program makes goes through libxt's PMPI layer. Per MPI
- * function it counts calls, messages and bytes: a send of `count` elements of
- * type dt is count * MPI_Type_size(dt) bytes sent and one message; a receive
- * counts what actually arrived. Collectives count this rank's send and
- * receive buffers. libxt's own communication is not counted.
- */
-typedef struct {
-    long calls;
-    long msgs_sent;
-    long msgs_recv;
-    long bytes_sent;
-    long bytes_recv;
-} xt_mpi_stats;
-
-/* Counters of one function ("MPI_Send"), or of all when fn is NULL. */
-xt_mpi_stats xt_mpi_stats_get(const char *fn);
-void xt_mpi_stats_reset(void);
-/* Writes the per-function table (the format the grader reads; docs/grader.md). */
-void xt_mpi_stats_write(const char *path);
-
-/* Strict send: MPI_Send and MPI_Isend behave as MPI_Ssend and MPI_Issend. */
-void xt_strict_send(int on);
-int xt_strict_send_enabled(void);
-
 /* ------------------------------------------------------------------- tracing */
 
 /*
  * With XT_TRACE=1 (or --trace=1; --trace=FILE.json names the file) every MPI
- * call and every range named here is kept, and xt_finalize writes one Chrome
- * trace-event JSON for all ranks: build/trace/<program>.trace.json. Open it
- * in https://ui.perfetto.dev. Without tracing these cost one branch.
+ * call and every range named here is kept, and the run ends by writing one
+ * Chrome trace-event JSON for all ranks: build/trace/<program>.trace.json.
+ * Open it in https://ui.perfetto.dev. Without tracing these cost one branch.
  */
 void xt_trace_begin(const char *name); /* a named range on this rank's timeline */
 void xt_trace_end(void);               /* ends the innermost open range */
-int xt_trace_enabled(void);
-
-/* -------------------------------------------------------------------- watchdog */
-
-/*
- * Past `seconds` after arming, every rank prints the MPI call it is blocked in
- * (function, peer, tag, bytes, time blocked) and the run ends. Case mode arms
- * it for each case; a demo is armed for --watchdog seconds (default 60).
- * 0 disarms.
- */
-void xt_watchdog_arm(double seconds);
 
 /* ------------------------------------------------------------------- case mode */
-
-int xt_case_mode(void);
-void xt_run_cases(void (*run_case)(xt_case *c));
 
 MPI_Comm xt_case_comm(const xt_case *c); /* the communicator this case runs on */
 /*
@@ -278,12 +205,10 @@ MPI_Comm xt_case_comm(const xt_case *c); /* the communicator this case runs on *
  * group and case; made on first use, and removed with the grader's run.
  */
 const char *xt_case_scratch_dir(xt_case *c);
-const char *xt_case_fn(const xt_case *c); /* the function under test */
-int xt_case_is(const xt_case *c, const char *fn);
+int xt_case_is(const xt_case *c, const char *fn);           /* the function under test is fn */
 const char *xt_case_str(const xt_case *c, const char *key); /* dies if absent */
-int xt_case_has(const xt_case *c, const char *key);
-long xt_case_int(const xt_case *c, const char *key); /* dies if absent */
-MPI_Op xt_case_op(const xt_case *c);                 /* key "op": sum, max, ... */
+long xt_case_int(const xt_case *c, const char *key);        /* dies if absent */
+MPI_Op xt_case_op(const xt_case *c);                        /* key "op": sum, max, ... */
 
 /*
  * This rank's input `name`, in a buffer with guard bytes on both sides that
@@ -292,7 +217,7 @@ MPI_Op xt_case_op(const xt_case *c);                 /* key "op": sum, max, ... 
  */
 xt_array xt_case_input(xt_case *c, const char *name);
 xt_array xt_case_input_const(xt_case *c, const char *name);
-/* A guarded, zeroed output buffer of `count` elements, freed after the case. */
+/* A guarded output buffer of `count` elements (bytes 0xCD until written), freed after the case. */
 void *xt_case_alloc(xt_case *c, const char *name, long count, xt_dtype dt);
 /* Writes this rank's output `name` for the grader to check. */
 void xt_case_output(xt_case *c, const char *name, const void *data, xt_dtype dt, long count);
@@ -309,9 +234,6 @@ void xt_cuda_check_at(cudaError_t err, const char *call, const char *file, int l
 
 /* Picks the device local_rank % device_count; returns the device, -1 without a GPU. */
 int xt_cuda_select_device(void);
-int xt_cuda_device_count(void);
-/* Whether this MPI reads and writes device memory itself (MPIX_Query_cuda_support). */
-int xt_cuda_aware_mpi(void);
 
 void *xt_cuda_malloc_at(size_t bytes, const char *file, int line);
 void *xt_cuda_host_alloc_at(size_t bytes, const char *file, int line); /* pinned */

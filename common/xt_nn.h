@@ -1,6 +1,6 @@
 /*
- * xt_nn.h: the numeric layer that lectures 2 to 7 share, so that their
- * exercises stay about parallelism.
+ * xt_nn.h: the numeric layer the training exercises share, so that they stay
+ * about parallelism.
  *
  *   - random numbers and a seeded permutation that grader/nn.py draws
  *     identically in NumPy (a sampler's shuffle, a demo's initial weights);
@@ -66,11 +66,6 @@ void xt_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const f
 
 typedef enum { XT_RELU, XT_GELU } xt_act;
 typedef enum { XT_MSE, XT_CROSS_ENTROPY } xt_loss;
-
-const char *xt_act_name(xt_act act);    /* "relu", "gelu" */
-const char *xt_loss_name(xt_loss loss); /* "mse", "ce" */
-int xt_act_from_name(const char *name, xt_act *out);
-int xt_loss_from_name(const char *name, xt_loss *out);
 
 /* y = x W + b (b may be NULL). */
 void xt_linear_forward(float *y, const float *x, const float *w, const float *b, int rows, int in,
@@ -211,8 +206,7 @@ typedef struct {
 
 /*
  * One AdamW step (step counts from 1) on n parameters, in place, with their
- * moments m and v; the same update as lc3_zero/adam.c, for the exercises
- * that build on it:
+ * moments m and v, for the exercises that build on an optimizer:
  *     p = p (1 - lr wd);  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
  *     p -= lr (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
  */
@@ -220,11 +214,11 @@ void xt_adam_update(float *params, const float *grads, float *m, float *v, long 
                     const xt_adam *h);
 
 /*
- * A ZeRO-1 rank's state, for the programs that build on lecture 3's ZeRO-1
- * (zero_checkpoint.c saves and re-shards it): the flat parameters are cut
- * into np shards of `shard` = ceil(nparams / np) floats, the last padded;
- * this rank owns [lo, lo + count), count <= shard (0 past the end), and keeps
- * Adam's moments for it only. step: the Adam steps taken.
+ * A ZeRO-1 rank's state, a training harness for the programs that work on
+ * sharded optimizer state (saving and re-sharding it, say): the flat
+ * parameters are cut into np shards of `shard` = ceil(nparams / np) floats,
+ * the last padded; this rank owns [lo, lo + count), count <= shard (0 past
+ * the end), and keeps Adam's moments for it only. step: the Adam steps taken.
  */
 typedef struct {
     long nparams, shard, lo, count, step;
@@ -238,9 +232,9 @@ void xt_zero_state_free(xt_zero_state *z);
  * One ZeRO-1 training step of model m (its params padded to np * shard, the
  * same on every rank): forward and backward on this rank's rows, gradients
  * all-reduced and averaged, AdamW on the own shard, parameters all-gathered.
- * Its communication goes through PMPI, so it is not counted: it is the
- * harness of zero_checkpoint.c, not an answer to adam_zero1.c. Returns the
- * local loss.
+ * Its communication goes through PMPI, so it is not counted: it is a harness
+ * around the code under test, never an answer to grade. Returns the local
+ * loss.
  */
 float xt_zero1_train_step(xt_zero_state *z, xt_mlp *m, const float *x, const void *target, int rows,
                           const xt_adam *h, MPI_Comm comm);
@@ -260,8 +254,8 @@ int xt_all_finite(const float *x, long n);                     /* no inf, no NaN
 /* ---------------------------------------------------- training harnesses */
 
 /*
- * What the training exercises (lc2 on) share around the function a student
- * writes: the grader's case, and the lecture demo.
+ * What the training exercises share around the function a student writes:
+ * the grader's case, and the demo.
  *
  * Case mode: the case names the model (dims, act, loss), the number of
  * steps and the learning rate; this rank's inputs are its rows of every
@@ -308,11 +302,11 @@ typedef struct {
     xt_mlp model, single; /* single: rank 0's single-process twin */
     int steps, rows;
     float lr;
-    float *x;     /* steps x (np rows) x dims[0], the whole data set */
-    void *target; /* steps x (np rows) targets */
-    xt_mpi_stats before;
-    xt_adam adam;  /* --lr --beta1 --beta2 --eps --wd */
-    int adam_twin; /* the twin trains with Adam (xt_train_demo_use_adam) */
+    float *x;          /* steps x (np rows) x dims[0], the whole data set */
+    void *target;      /* steps x (np rows) targets */
+    long bytes_before; /* this rank's bytes sent by MPI calls before the first step */
+    xt_adam adam;      /* --lr --beta1 --beta2 --eps --wd */
+    int adam_twin;     /* the twin trains with Adam (xt_train_demo_use_adam) */
     float *twin_m, *twin_v;
     float *gathered; /* xt_train_demo_gather_shards' copy, when params are sharded */
 } xt_train_demo;

@@ -1,8 +1,9 @@
 /*
- * zero.c: a ZeRO-1 rank's state and training step (xt_nn.h), the harness
- * that zero_checkpoint.c saves and re-shards. It is lecture 3's adam_zero1
- * written once in libxt, with its communication through PMPI so that it never
- * shows in a program's counters or trace: those stay the student's own.
+ * zero.c: a ZeRO-1 rank's state and training step (xt_nn.h): a training
+ * harness for programs that work on sharded optimizer state (saving it and
+ * re-sharding it, say), not code under test. Its communication goes through
+ * PMPI so that it never shows in a program's counters or trace: those stay
+ * the student's own.
  *
  *     flat params, nparams = 10, np = 4: shard = ceil(10 / 4) = 3
  *
@@ -10,7 +11,7 @@
  *       lo = rank * shard, count = the parameters of [lo, lo + shard) that
  *       exist: 3 3 3 1 here (0 for a rank wholly past the end)
  */
-#include "xt_nn.h"
+#include "xt_internal.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
 One launch runs the cases of several tests (grader/spec.py) in one mpirun:
 the program reads DIR/cases.txt, runs every case on every group of np ranks
 of an 8-rank world, and writes outputs and MPI records per rank (libxt's case
-mode, common/cases.c). If the launch dies (a TODO, a crash, a deadlock), the
+mode, common/case_run.c). If the launch dies (a TODO, a crash, a deadlock), the
 tests after the one that died run again in a fresh launch.
 
 Verdicts: OK, WRONG, RULE, TODO, CRASH, DEADLOCK, TIMEOUT, BUILD (and SKIPPED,
@@ -568,9 +568,25 @@ FORBIDDEN_SYMBOLS = [
 ]
 
 
+def harness_only():
+    """[(regex, message)]: libxt's functions for the runner, benches and tests, which
+    common/xt_harness.h declares and an exercise's header does not (xt_rank() is the
+    world's rank, never the case communicator's)."""
+    try:
+        with open(os.path.join("common", "xt_harness.h")) as f:
+            names = sorted(set(re.findall(r"\b(xt_\w+)\s*\(", f.read())))
+    except OSError:
+        return []
+    if not names:
+        return []
+    return [(rf"^({'|'.join(names)})$", "calls libxt's harness function {}(), which runs the "
+                                        "grader's cases; an exercise has xt.h and xt_nn.h")]
+
+
 def forbidden_calls(obj, extra=()):
     """RULE messages for symbols an exercise object must not use: every exercise's
-    FORBIDDEN_SYMBOLS and `extra`, [(regex, message)] from its tests."""
+    FORBIDDEN_SYMBOLS, libxt's harness functions and `extra`, [(regex, message)] from
+    its tests."""
     try:
         out = subprocess.run(["nm", "-u", obj], capture_output=True, text=True, timeout=30)
     except OSError:
@@ -579,7 +595,7 @@ def forbidden_calls(obj, extra=()):
     for line in out.stdout.splitlines():
         sym = line.split()[-1] if line.split() else ""
         sym = sym.split("@")[0]
-        for pat, msg in list(FORBIDDEN_SYMBOLS) + list(extra):
+        for pat, msg in list(FORBIDDEN_SYMBOLS) + harness_only() + list(extra):
             if re.search(pat, sym):
                 msgs.append(msg.format(sym))
     return msgs

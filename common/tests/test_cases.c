@@ -12,7 +12,7 @@
  *   peek       tries to read rank 0's input file directly (refused in case mode)
  *   nullout    hands back a NULL output that should hold elements
  */
-#include "xt.h"
+#include "xt_harness.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  *   --mode abort    rank 1 calls MPI_Abort(comm, 7)
  *   --mode exit     rank 1 calls exit(3) before MPI_Finalize
  */
-#include "xt.h"
+#include "xt_harness.h"
 
 #include <stdlib.h>
 #include <string.h>

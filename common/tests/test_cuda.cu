@@ -5,7 +5,7 @@
  * xt_cuda_recv, copies it back and checks every element. Every rank also
  * checks xt_cuda_gemm against xt_gemm on the host.
  */
-#include "xt_nn.h"
+#include "xt_harness.h"
 
 #include <math.h>
 #include <stdio.h>

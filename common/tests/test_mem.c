@@ -14,8 +14,8 @@
  *
  *   --mode badfree   (no --cases) hands xt_free a pointer from malloc: dies
  */
+#include "xt_harness.h"
 #include "xt_internal.h" /* xti_mem_pause */
-#include "xt_nn.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -36,7 +36,7 @@
  *                         forward_skip forward_past_end loss_early
  *                         backward_before_loss backward_skip
  */
-#include "xt_nn.h"
+#include "xt_harness.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * (NumPy wrote element i as 3i - 7 in shape (2, 3)), checks shape and values,
  * and writes the same values to DIR/out_<dtype>.npy for NumPy to check back.
  */
-#include "xt.h"
+#include "xt_harness.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * MPI_IN_PLACE, whose send count and type MPI ignores; the rank's own block,
  * already in the receive buffer, counts as what it sends.
  */
-#include "xt.h"
+#include "xt_harness.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * send mode MPI_Send waits for its receive, so this deadlocks every time and
  * the watchdog names both sends.
  */
-#include "xt.h"
+#include "xt_harness.h"
 
 #include <stdio.h>
 

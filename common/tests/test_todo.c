@@ -1,5 +1,5 @@
 /* test_todo.c: an unwritten function stops every rank with file, line and what to write. */
-#include "xt.h"
+#include "xt_harness.h"
 
 static void unwritten(int *x, int n)
 {

@@ -3,7 +3,7 @@
  * names a range ("step \"1\"", a quote to escape) and passes a value around
  * the ring inside it; run with --trace=FILE.
  */
-#include "xt.h"
+#include "xt_harness.h"
 
 static void demo(MPI_Comm comm)
 {

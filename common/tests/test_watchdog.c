@@ -5,7 +5,7 @@
  *   rank 2 waits on a receive from rank 0 (tag 3) and a send to rank 0 (tag 4).
  * The watchdog must name all three and end the run.
  */
-#include "xt.h"
+#include "xt_harness.h"
 
 int main(int argc, char **argv)
 {

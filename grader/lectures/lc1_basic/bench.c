@@ -1,5 +1,5 @@
 /*
- * common/bench/lc1_basic.c: the measuring half of `make bench LC=1`.
+ * grader/lectures/lc1_basic/bench.c: the measuring half of `make bench LC=1`.
  * docs/lc1_basic.md (Bandwidth); grader/bench.py starts it and prints the tables.
  *
  * One launch times one hand-written collective of lecture 1 beside the MPI
@@ -37,7 +37,7 @@
  * Times in seconds; status is ok or WRONG; detail, the rest of the line, is
  * "-" or the first mismatch.
  */
-#include "xt.h"
+#include "xt_harness.h"
 
 #include <float.h>
 #include <math.h>

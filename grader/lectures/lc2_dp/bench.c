@@ -1,5 +1,5 @@
 /*
- * common/bench/lc2_dp.c: the measuring half of `make bench LC=2`.
+ * grader/lectures/lc2_dp/bench.c: the measuring half of `make bench LC=2`.
  * docs/lc2_dp.md (Step time); grader/bench.py starts it and prints the tables.
  *
  * One launch times a data-parallel training step of an MLP several ways
@@ -53,7 +53,7 @@
  *   ROW variant median best worst rounds steps      (seconds per step)
  *   CHECK naive=<variant> ok|WRONG n_weights_differ max_difference detail
  */
-#include "xt_nn.h"
+#include "xt_harness.h"
 
 #include <float.h>
 #ifdef __GLIBC__

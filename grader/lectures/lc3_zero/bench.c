@@ -1,5 +1,5 @@
 /*
- * common/bench/lc3_zero.c: the measuring half of `make bench LC=3`.
+ * grader/lectures/lc3_zero/bench.c: the measuring half of `make bench LC=3`.
  * docs/lc3_zero.md (Memory and traffic); grader/bench.py starts it and prints
  * the tables.
  *
@@ -60,7 +60,7 @@
  *   CHECK stage what ok|WRONG ndiff maxdiff detail
  *   LEAK stage bytes          (counted bytes still allocated after its free, on some rank)
  */
-#include "xt_nn.h"
+#include "xt_harness.h"
 
 #ifdef __GLIBC__
 #endif

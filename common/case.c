@@ -1,44 +1,30 @@
 /*
- * cases.c: case mode, the protocol between the grader and a program.
+ * case.c: one case of case mode, as the program under test sees it: its
+ * parameters, its inputs and outputs, and the guard bytes around them.
  *
- * The grader writes DIR/cases.txt, one case a line:
- *
- *     case 3 np=4 fn=ring_allreduce op=sum watchdog=10
- *
- * and the inputs of case k as DIR/c<k>/g<g>.r<r>.<name>.npy (or, the same for
- * every rank of a group, DIR/c<k>/g<g>.<name>.npy). A case of np ranks runs on
- * every group of np consecutive world ranks at once, each group with its own
- * inputs:
- *
- *     world  0 1 2 3 4 5 6 7        np=4: groups 0 and 1
- *            [g0   ] [g1   ]        np=3: groups 0 and 1, ranks 6 and 7 idle
- *
- * so one launch grades several world sizes, and code that talks on
- * MPI_COMM_WORLD instead of its communicator mixes the groups' data up.
- * Each case gets a fresh duplicate of its group's communicator, so a stray
- * message cannot leak into the next case.
- *
- * Every rank of a group writes its outputs as DIR/c<k>/g<g>.r<r>.<name>.npy
- * and then DIR/c<k>/g<g>.r<r>.mpi.txt: its MPI counters and events for the
- * case, its time, and notes (guard bytes overwritten, an input modified, a
- * request never completed). The grader reads those; docs/grader.md has more.
+ * The grader writes the inputs of case k as DIR/c<k>/g<g>.r<r>.<name>.npy
+ * (or, the same for every rank of a group, DIR/c<k>/g<g>.<name>.npy), and
+ * every rank of a group writes its outputs as DIR/c<k>/g<g>.r<r>.<name>.npy.
+ * Inputs and outputs live in buffers with guard bytes on both sides, checked
+ * when the function returns, and a const input is compared with a copy.
+ * While case mode is on, .npy reads by path refuse the grader's files: a
+ * program reads its own inputs through xt_case_input, never another rank's.
+ * case_run.c reads the cases and runs them.
  */
-#define _GNU_SOURCE
+#define _GNU_SOURCE /* realpath */
 #include "xt_internal.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
-enum { MAX_KEYS = 32, GUARD = 64 };
+enum { GUARD = 64 };
 static const unsigned char GUARD_BYTE = 0xA5;
 static const unsigned char FRESH_BYTE = 0xCD; /* output buffers before the program writes them */
 
-typedef struct {
+typedef struct xti_guarded {
     char name[64];
     unsigned char *block; /* GUARD | data | GUARD */
     size_t bytes;
@@ -47,23 +33,30 @@ typedef struct {
     unsigned char *original; /* inputs that must not change: a copy to compare with */
 } guarded;
 
-struct xt_case {
-    int index, np, group, rank;
-    MPI_Comm comm;
-    int nkeys;
-    char *keys[MAX_KEYS], *vals[MAX_KEYS];
-    char *line;
-    char dir[3072];
-    char scratch[3200]; /* xt_case_scratch_dir's, once made */
-    guarded *bufs;
-    int nbufs, capbufs;
-};
+/* ---------------------------------------------------------------- case files */
 
 static const char *cases_dir;
+
+/* The npy guard: 1 (and err) for a path inside the cases directory. */
+static int refuse_case_files(const char *path, char *err, size_t errcap)
+{
+    char real_cases[4096], real_path[4096];
+    if (!cases_dir || !realpath(cases_dir, real_cases))
+        return 0;
+    size_t n = strlen(real_cases);
+    if (!realpath(path, real_path) || strncmp(real_path, real_cases, n) != 0 ||
+        (real_path[n] != '/' && real_path[n] != 0))
+        return 0;
+    if (err && errcap)
+        snprintf(err, errcap, "%s: the grader's case files are read only through xt_case_input",
+                 path);
+    return 1;
+}
 
 void xti_cases_dir(const char *dir)
 {
     cases_dir = dir;
+    xti_npy_set_guard(refuse_case_files);
 }
 
 const char *xti_cases_path(void)
@@ -78,12 +71,7 @@ int xt_case_mode(void)
 
 /* -------------------------------------------------------------- parameters */
 
-MPI_Comm xt_case_comm(const xt_case *c)
-{
-    return c->comm;
-}
-
-static const char *find_key(const xt_case *c, const char *key)
+const char *xti_case_param(const xt_case *c, const char *key)
 {
     for (int i = 0; i < c->nkeys; i++)
         if (strcmp(c->keys[i], key) == 0)
@@ -91,9 +79,14 @@ static const char *find_key(const xt_case *c, const char *key)
     return NULL;
 }
 
+MPI_Comm xt_case_comm(const xt_case *c)
+{
+    return c->comm;
+}
+
 const char *xt_case_str(const xt_case *c, const char *key)
 {
-    const char *v = find_key(c, key);
+    const char *v = xti_case_param(c, key);
     if (!v)
         xt_die("case %d has no parameter '%s' (line: %s)", c->index, key, c->line);
     return v;
@@ -111,7 +104,7 @@ const char *xt_case_scratch_dir(xt_case *c)
 
 int xt_case_has(const xt_case *c, const char *key)
 {
-    return find_key(c, key) != NULL;
+    return xti_case_param(c, key) != NULL;
 }
 
 long xt_case_int(const xt_case *c, const char *key)
@@ -277,7 +270,7 @@ static const unsigned char *guard_pattern(void)
 }
 
 /* Guard bytes and const inputs, checked after the function returns. */
-static void check_and_free_buffers(xt_case *c)
+void xti_case_check_buffers(xt_case *c)
 {
     const unsigned char *pat = guard_pattern();
     for (int i = 0; i < c->nbufs; i++) {
@@ -308,161 +301,4 @@ static void check_and_free_buffers(xt_case *c)
     free(c->bufs);
     c->bufs = NULL;
     c->nbufs = c->capbufs = 0;
-}
-
-/* ------------------------------------------------------------------ running */
-
-/* A barrier that sleeps while it waits, so idle ranks leave the cores to busy ones. */
-static void quiet_barrier(void)
-{
-    MPI_Request r;
-    PMPI_Ibarrier(MPI_COMM_WORLD, &r);
-    int done = 0;
-    for (int spin = 0;; spin++) {
-        PMPI_Test(&r, &done, MPI_STATUS_IGNORE);
-        if (done)
-            return;
-        if (spin < 50) {
-            sched_yield();
-        } else {
-            struct timespec ts = {0, 100 * 1000};
-            nanosleep(&ts, NULL);
-        }
-    }
-}
-
-static int parse_line(char *line, xt_case *c)
-{
-    char *save = NULL;
-    char *tok = strtok_r(line, " \t\r\n", &save);
-    if (!tok || tok[0] == '#' || strcmp(tok, "case") != 0)
-        return 0;
-    tok = strtok_r(NULL, " \t\r\n", &save);
-    XT_CHECK(tok, "cases.txt: 'case' without a number");
-    c->index = atoi(tok);
-    c->nkeys = 0;
-    while ((tok = strtok_r(NULL, " \t\r\n", &save))) {
-        char *eq = strchr(tok, '=');
-        XT_CHECK(eq, "cases.txt, case %d: '%s' is not key=value", c->index, tok);
-        XT_CHECK(c->nkeys < MAX_KEYS, "cases.txt, case %d: too many parameters", c->index);
-        *eq = 0;
-        c->keys[c->nkeys] = tok;
-        c->vals[c->nkeys++] = eq + 1;
-    }
-    const char *np = find_key(c, "np");
-    XT_CHECK(np, "cases.txt, case %d: no np=", c->index);
-    c->np = atoi(np);
-    return 1;
-}
-
-typedef struct {
-    int np;
-    MPI_Comm comm; /* this rank's group of np, or MPI_COMM_NULL */
-} group_comm;
-
-void xt_run_cases(void (*run_case)(xt_case *c))
-{
-    XT_CHECK(cases_dir, "xt_run_cases: not in case mode (no --cases DIR)");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/cases.txt", cases_dir);
-    FILE *f = fopen(path, "r");
-    XT_CHECK(f, "cannot open %s: %s", path, strerror(errno));
-
-    /* Read every line first: all ranks must agree on the groups before any case runs. */
-    char **lines = NULL;
-    int nlines = 0, cap = 0;
-    char buf[8192];
-    while (fgets(buf, sizeof buf, f)) {
-        if (nlines == cap) {
-            cap = cap ? 2 * cap : 64;
-            lines = realloc(lines, (size_t)cap * sizeof *lines);
-            XT_CHECK(lines, "out of memory");
-        }
-        lines[nlines++] = strdup(buf);
-    }
-    fclose(f);
-
-    group_comm groups[16];
-    int ngroups = 0;
-    for (int i = 0; i < nlines; i++) {
-        xt_case c = {0};
-        char *copy = strdup(lines[i]);
-        if (parse_line(copy, &c)) {
-            XT_CHECK(c.np >= 1 && c.np <= xti.size,
-                     "case %d needs %d ranks but this run has %d: start it with mpirun -np %d",
-                     c.index, c.np, xti.size, c.np);
-            int known = 0;
-            for (int g = 0; g < ngroups; g++)
-                known |= groups[g].np == c.np;
-            if (!known) {
-                XT_CHECK(ngroups < 16, "too many different np in one run");
-                int copies = xti.size / c.np;
-                int color = xti.rank < copies * c.np ? xti.rank / c.np : MPI_UNDEFINED;
-                groups[ngroups].np = c.np;
-                PMPI_Comm_split(MPI_COMM_WORLD, color, xti.rank, &groups[ngroups].comm);
-                ngroups++;
-            }
-        }
-        free(copy);
-    }
-
-    for (int i = 0; i < nlines; i++) {
-        xt_case c = {0};
-        c.line = strdup(lines[i]);
-        char *work = lines[i];
-        if (!parse_line(work, &c)) {
-            free(c.line);
-            continue;
-        }
-        MPI_Comm group = MPI_COMM_NULL;
-        for (int g = 0; g < ngroups; g++)
-            if (groups[g].np == c.np)
-                group = groups[g].comm;
-
-        quiet_barrier();
-        xti.case_index = c.index;
-        const char *wd = find_key(&c, "watchdog");
-        xt_watchdog_arm(wd ? atof(wd) : xti.watchdog_limit);
-
-        if (group == MPI_COMM_NULL) {
-            atomic_store(&xti.phase, XTI_PHASE_IDLE);
-            free(c.line);
-            continue;
-        }
-        c.group = xti.rank / c.np;
-        PMPI_Comm_rank(group, &c.rank);
-        PMPI_Comm_dup(group, &c.comm);
-        snprintf(c.dir, sizeof c.dir, "%s/c%d", cases_dir, c.index);
-        xti.case_group = c.group;
-        xti.case_rank = c.rank;
-        xti.case_np = c.np;
-        xti.case_comm = c.comm;
-
-        xti_case_stats_begin();
-        atomic_store(&xti.phase, XTI_PHASE_USER);
-        double t0 = xti_now();
-        run_case(&c);
-        double seconds = xti_now() - t0;
-        atomic_store(&xti.phase, XTI_PHASE_DONE);
-
-        check_and_free_buffers(&c);
-        xti_check_pending_requests();
-        char rec[4096];
-        snprintf(rec, sizeof rec, "%s/g%d.r%d.mpi.txt", c.dir, c.group, c.rank);
-        xti_case_stats_write(rec, seconds);
-
-        xti.case_comm = MPI_COMM_NULL;
-        PMPI_Comm_free(&c.comm);
-        free(c.line);
-    }
-    quiet_barrier();
-    xt_watchdog_arm(0);
-    xti.case_index = -1;
-    atomic_store(&xti.phase, XTI_PHASE_FINISH);
-    for (int g = 0; g < ngroups; g++)
-        if (groups[g].comm != MPI_COMM_NULL)
-            PMPI_Comm_free(&groups[g].comm);
-    for (int i = 0; i < nlines; i++)
-        free(lines[i]);
-    free(lines);
 }

@@ -1,0 +1,147 @@
+/*
+ * counters.c: what the PMPI wrappers count, per MPI function: calls,
+ * messages and bytes, since the last reset (each case resets) and since
+ * start-up; and the event log of the case, one entry per message or
+ * collective (the "E" lines of its record).
+ *
+ * A message is one send (or one receive); its bytes are count * MPI_Type_size.
+ * Receives count what arrived (MPI_Get_count on the status). Sends to or
+ * receives from MPI_PROC_NULL move nothing and are not messages.
+ */
+#include "xt_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static xt_mpi_stats stats[XTI_NFN]; /* since the last reset (each case resets) */
+static xt_mpi_stats total[XTI_NFN]; /* since start-up */
+
+typedef struct {
+    short fn;
+    char dir;  /* 'S' sent, 'R' received, 'C' collective */
+    char comm; /* xti_comm_kind */
+    int peer, tag;
+    long bytes;
+} event;
+
+enum { MAX_EVENTS = 1 << 20 };
+static event *events;
+static long n_events, cap_events, dropped_events;
+
+static void add_event(int fn, char dir, int peer, int tag, long bytes, char comm)
+{
+    if (n_events == cap_events) {
+        if (cap_events >= MAX_EVENTS) {
+            dropped_events++;
+            return;
+        }
+        cap_events = cap_events ? 2 * cap_events : 1024;
+        events = realloc(events, (size_t)cap_events * sizeof *events);
+        XT_CHECK(events, "out of memory for the MPI event log");
+    }
+    events[n_events++] = (event){(short)fn, dir, comm, peer, tag, bytes};
+}
+
+void xti_count_call(int fn)
+{
+    stats[fn].calls++;
+    total[fn].calls++;
+}
+
+void xti_count_sent(int fn, int peer, int tag, long bytes, char comm)
+{
+    if (peer == MPI_PROC_NULL)
+        return;
+    stats[fn].msgs_sent++;
+    total[fn].msgs_sent++;
+    stats[fn].bytes_sent += bytes;
+    total[fn].bytes_sent += bytes;
+    add_event(fn, 'S', peer, tag, bytes, comm);
+}
+
+void xti_count_recv(int fn, const MPI_Status *st, char comm)
+{
+    if (st->MPI_SOURCE == MPI_PROC_NULL)
+        return;
+    int flag = 0;
+    PMPI_Test_cancelled(st, &flag);
+    if (flag)
+        return;
+    int n = 0;
+    if (PMPI_Get_count(st, MPI_BYTE, &n) != MPI_SUCCESS || n == MPI_UNDEFINED)
+        n = 0;
+    stats[fn].msgs_recv++;
+    total[fn].msgs_recv++;
+    stats[fn].bytes_recv += n;
+    total[fn].bytes_recv += n;
+    add_event(fn, 'R', st->MPI_SOURCE, st->MPI_TAG, n, comm);
+}
+
+void xti_count_coll(int fn, long sent, long recvd, char comm)
+{
+    stats[fn].bytes_sent += sent;
+    total[fn].bytes_sent += sent;
+    stats[fn].bytes_recv += recvd;
+    total[fn].bytes_recv += recvd;
+    add_event(fn, 'C', -1, -1, sent, comm);
+}
+
+/* One-sided: the origin's bytes, as sent, whichever way they go. */
+void xti_count_rma(int fn, int target, long bytes)
+{
+    stats[fn].bytes_sent += bytes;
+    total[fn].bytes_sent += bytes;
+    add_event(fn, 'C', target, -1, bytes, 'o');
+}
+
+xt_mpi_stats xt_mpi_stats_get(const char *fn)
+{
+    xt_mpi_stats s = {0};
+    for (int i = 0; i < XTI_NFN; i++) {
+        if (fn && strcmp(fn, xti_fn_name[i]) != 0)
+            continue;
+        s.calls += stats[i].calls;
+        s.msgs_sent += stats[i].msgs_sent;
+        s.msgs_recv += stats[i].msgs_recv;
+        s.bytes_sent += stats[i].bytes_sent;
+        s.bytes_recv += stats[i].bytes_recv;
+    }
+    return s;
+}
+
+void xt_mpi_stats_reset(void)
+{
+    memset(stats, 0, sizeof stats);
+    n_events = dropped_events = 0;
+}
+
+static void write_table(FILE *f, const xt_mpi_stats *t)
+{
+    fprintf(f, "# function kind calls msgs_sent msgs_recv bytes_sent bytes_recv\n");
+    for (int i = 0; i < XTI_NFN; i++)
+        if (t[i].calls)
+            fprintf(f, "C %s %s %ld %ld %ld %ld %ld\n", xti_fn_name[i], xti_cat_name(xti_fn_cat[i]),
+                    t[i].calls, t[i].msgs_sent, t[i].msgs_recv, t[i].bytes_sent, t[i].bytes_recv);
+}
+
+void xt_mpi_stats_write(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    XT_CHECK(f, "cannot create %s", path);
+    fprintf(f, "# xt mpi counters, rank %d of %d, since start-up\n", xti.rank, xti.size);
+    write_table(f, total);
+    XT_CHECK(fclose(f) == 0, "cannot write %s", path);
+}
+
+void xti_counters_write(FILE *f)
+{
+    write_table(f, stats);
+    fprintf(f, "# event: function S|R|C peer tag bytes communicator(case|world|self|other)\n");
+    for (long i = 0; i < n_events; i++) {
+        const event *e = &events[i];
+        fprintf(f, "E %s %c %d %d %ld %s\n", xti_fn_name[e->fn], e->dir, e->peer, e->tag, e->bytes,
+                xti_comm_kind_name(e->comm));
+    }
+    if (dropped_events)
+        fprintf(f, "D %ld\n", dropped_events);
+}

@@ -1,0 +1,282 @@
+/*
+ * requests.c: the requests of the nonblocking calls a program starts, from
+ * start to completion. The PMPI wrappers add each request, and report its
+ * start (persistent requests), completion and release here. With the table
+ * this file
+ *   - counts what a nonblocking receive brought when it completes;
+ *   - tells the watchdog what a wait is waiting for;
+ *   - notes a buffer used while a pending request owns it (RACE);
+ *   - notes, when a case ends, the requests it never completed (PENDING).
+ *
+ * The table is an open-addressing hash on the handle; the active requests
+ * that own a buffer are also kept in a short list, which the check on every
+ * point-to-point call scans.
+ */
+#include "xt_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    MPI_Request h;
+    short fn;
+    char dir; /* 'S', 'R' or 'C' */
+    char comm;
+    char persistent, active, used;
+    int peer, tag;
+    long bytes;
+    const char *lo, *hi; /* the buffer's bytes, [lo, hi): MPI's until completion */
+} request;
+static request *reqs;
+static size_t cap_reqs, n_reqs;
+
+static int reuse_noted; /* one note per case is enough */
+
+static size_t req_hash(MPI_Request h)
+{
+    uint64_t k = 0;
+    memcpy(&k, &h, sizeof h < sizeof k ? sizeof h : sizeof k);
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
+static request *req_find(MPI_Request h)
+{
+    if (!cap_reqs || h == MPI_REQUEST_NULL)
+        return NULL;
+    for (size_t i = req_hash(h) & (cap_reqs - 1);; i = (i + 1) & (cap_reqs - 1)) {
+        if (!reqs[i].used)
+            return NULL;
+        if (reqs[i].h == h)
+            return &reqs[i];
+    }
+}
+
+static void req_insert_raw(const request *r)
+{
+    size_t i = req_hash(r->h) & (cap_reqs - 1);
+    while (reqs[i].used && reqs[i].h != r->h)
+        i = (i + 1) & (cap_reqs - 1);
+    if (!reqs[i].used)
+        n_reqs++;
+    reqs[i] = *r;
+    reqs[i].used = 1;
+}
+
+/* The bytes a (buf, count, datatype) argument covers, as [*lo, *hi). */
+static void span(const void *buf, int count, MPI_Datatype dt, const char **lo, const char **hi)
+{
+    *lo = *hi = NULL;
+    MPI_Aint lb, extent, true_lb, true_extent;
+    if (!buf || buf == MPI_BOTTOM || count <= 0 || dt == MPI_DATATYPE_NULL ||
+        PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent(dt, &true_lb, &true_extent) != MPI_SUCCESS)
+        return;
+    (void)lb;
+    *lo = (const char *)buf + true_lb;
+    *hi = *lo + (MPI_Aint)(count - 1) * extent + true_extent;
+}
+
+/*
+ * The active requests that own a buffer, kept apart from the request table so
+ * that the check below, which runs on every point-to-point call, looks at the
+ * few pending requests rather than at every slot of the table.
+ */
+typedef struct {
+    MPI_Request h;
+    const char *lo, *hi;
+    short fn;
+    char dir;
+    int peer, tag;
+} owner;
+static owner *owners;
+static int n_owners, cap_owners;
+
+static void owner_add(const request *r)
+{
+    if (r->lo == r->hi)
+        return;
+    if (n_owners == cap_owners) {
+        cap_owners = cap_owners ? 2 * cap_owners : 64;
+        owners = realloc(owners, (size_t)cap_owners * sizeof *owners);
+        XT_CHECK(owners, "out of memory for the request table");
+    }
+    owners[n_owners++] = (owner){r->h, r->lo, r->hi, r->fn, r->dir, r->peer, r->tag};
+}
+
+static void owner_drop(MPI_Request h)
+{
+    for (int i = n_owners - 1; i >= 0; i--)
+        if (owners[i].h == h) {
+            owners[i] = owners[--n_owners];
+            return;
+        }
+}
+
+/*
+ * From a nonblocking call until its request completes, the buffer belongs to
+ * MPI: receiving into it, or sending from memory that a pending receive is
+ * filling, races with the transfer (two sends may share a buffer). Such a bug
+ * works on most runs, so it is caught here rather than by a wrong answer.
+ */
+void xti_check_buffer_free(int fn, char dir, const void *buf, int count, MPI_Datatype dt)
+{
+    if (!n_owners || reuse_noted)
+        return;
+    const char *lo, *hi;
+    span(buf, count, dt, &lo, &hi);
+    if (lo == hi)
+        return;
+    for (int i = 0; i < n_owners; i++) {
+        const owner *r = &owners[i];
+        if (r->hi <= lo || hi <= r->lo)
+            continue;
+        if (dir == 'S' && r->dir == 'S')
+            continue;
+        reuse_noted = 1;
+        /* RACE: a RULE reported before the values, which the race may have spoiled. */
+        xti_note("RACE",
+                 "%s %s memory that %s(%s %d, tag %d) still owns: a buffer belongs to MPI "
+                 "until its request completes (MPI_Wait/MPI_Test), so each pending request "
+                 "needs its own buffer",
+                 xti_fn_name[fn], dir == 'S' ? "sent from" : "received into", xti_fn_name[r->fn],
+                 r->dir == 'S' ? "to" : "from", r->peer, r->tag);
+        return;
+    }
+}
+
+void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, char comm,
+                     int persistent, const void *buf, int count, MPI_Datatype dt)
+{
+    if (h == MPI_REQUEST_NULL)
+        return;
+    if (2 * (n_reqs + 1) > cap_reqs) {
+        size_t old_cap = cap_reqs;
+        request *old = reqs;
+        cap_reqs = cap_reqs ? 2 * cap_reqs : 256;
+        reqs = calloc(cap_reqs, sizeof *reqs);
+        XT_CHECK(reqs, "out of memory for the request table");
+        n_reqs = 0;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].used)
+                req_insert_raw(&old[i]);
+        free(old);
+    }
+    request r = {.h = h,
+                 .fn = (short)fn,
+                 .dir = dir,
+                 .comm = comm,
+                 .persistent = (char)persistent,
+                 .active = (char)!persistent,
+                 .peer = peer,
+                 .tag = tag,
+                 .bytes = bytes};
+    span(buf, count, dt, &r.lo, &r.hi);
+    req_insert_raw(&r);
+    if (r.active)
+        owner_add(&r);
+}
+
+/* Removes with backward-shift deletion, so lookups never need tombstones. */
+static void req_remove(request *r)
+{
+    owner_drop(r->h);
+    size_t i = (size_t)(r - reqs);
+    reqs[i].used = 0;
+    n_reqs--;
+    for (size_t j = (i + 1) & (cap_reqs - 1); reqs[j].used; j = (j + 1) & (cap_reqs - 1)) {
+        request moved = reqs[j];
+        reqs[j].used = 0;
+        n_reqs--;
+        req_insert_raw(&moved);
+    }
+}
+
+void xti_request_started(MPI_Request h)
+{
+    request *r = req_find(h);
+    if (!r)
+        return;
+    if (r->lo != r->hi && !r->active) {
+        /* Compare against the others before this one joins them. */
+        xti_check_buffer_free(r->fn, r->dir, r->lo, (int)(r->hi - r->lo), MPI_BYTE);
+        owner_add(r);
+    }
+    r->active = 1;
+    if (r->dir == 'S') {
+        xti_count_sent(r->fn, r->peer, r->tag, r->bytes, r->comm);
+        xti_count_call(r->fn); /* a start is a send of its own */
+    }
+}
+
+void xti_request_complete(MPI_Request h, const MPI_Status *st)
+{
+    request *r = req_find(h);
+    if (!r || !r->active)
+        return;
+    if (r->dir == 'R')
+        xti_count_recv(r->fn, st, r->comm);
+    if (r->persistent) {
+        r->active = 0;
+        owner_drop(h);
+    } else
+        req_remove(r);
+}
+
+void xti_request_freed(MPI_Request h)
+{
+    request *r = req_find(h);
+    if (r)
+        req_remove(r);
+}
+
+void xti_request_show(const MPI_Request *hs, int n)
+{
+    xti_pending shown[XTI_MAX_SHOWN];
+    int n_shown = 0, n_more = 0;
+    for (int i = 0; i < n; i++) {
+        request *r = req_find(hs[i]);
+        if (!r || !r->active)
+            continue;
+        if (n_shown < XTI_MAX_SHOWN)
+            shown[n_shown++] = (xti_pending){r->fn, r->dir, r->peer, r->tag, r->bytes};
+        else
+            n_more++;
+    }
+    xti_call_pending(shown, n_shown, n_more);
+}
+
+void xti_check_pending_requests(void)
+{
+    for (size_t i = 0; i < cap_reqs; i++) {
+        request *r = &reqs[i];
+        if (!r->used || !r->active)
+            continue;
+        const char *what = r->dir == 'S' ? "to" : "from";
+        /* PENDING: a RULE reported before the values, which an unfinished request explains. */
+        if (r->dir == 'C')
+            xti_note("PENDING",
+                     "%s was never completed: every nonblocking call needs its "
+                     "MPI_Wait/MPI_Test before the function returns",
+                     xti_fn_name[r->fn]);
+        else
+            xti_note("PENDING",
+                     "%s(%s %d, tag %d, %ld B) was never completed: every nonblocking "
+                     "call needs its MPI_Wait/MPI_Test before the function returns",
+                     xti_fn_name[r->fn], what, r->peer, r->tag, r->bytes);
+    }
+    /* Whatever is left belongs to a finished case. */
+    for (size_t i = 0; i < cap_reqs; i++)
+        if (reqs[i].used && !reqs[i].persistent)
+            reqs[i].used = 0;
+    n_reqs = 0;
+    n_owners = 0;
+    for (size_t i = 0; i < cap_reqs; i++) {
+        n_reqs += reqs[i].used;
+        if (reqs[i].used && reqs[i].active)
+            owner_add(&reqs[i]);
+    }
+    reuse_noted = 0; /* the next case gets its own note */
+}
