@@ -77,6 +77,8 @@ class Report:
                 self.line(ln)
         if r.verdict not in ("TODO", "BUILD"):
             self.line(f"      read: docs/{t.lecture}.md#{ex}")
+        if r.verdict == "TODO":
+            self.line(f"      stuck? make hint EX={ex} (the idea first, then more)")
         self.line(f"      rerun: {rerun}")
         if show_dir and r.launch_dir:
             where = os.path.relpath(r.launch_dir)

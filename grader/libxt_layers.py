@@ -19,7 +19,7 @@ to the file that defines it with `nm`, and reports:
   - a libxt source file missing from LAYERS, or listed there but absent;
   - an xti_ symbol declared in xt_internal.h under the wrong file's heading,
     not declared at all, or declared but defined nowhere;
-  - a lecture named in common/ ("lc1_", "lecture 3");
+  - a lecture named in common/ (lcN_..., "lecture N");
   - a declaration of xt_harness.h (what only the runner, benchmarks and
     tests call) repeated in xt.h or xt_nn.h (what an exercise includes).
 
