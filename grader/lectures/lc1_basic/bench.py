@@ -286,6 +286,12 @@ class Table:
 def selftest(s):
     """make test: the bench at small sizes, and a wrong collective it must reject."""
     s.section("bench (make bench LC=1, small sizes)")
+    # The collectives are named twice in this file: once for the Makefile's link
+    # (LINK, a literal) and once for the tables; they must be the same ones.
+    pairs = [(c[0], c[1][:-2]) for c in COLLECTIVES]
+    s.record("bench: LINK links exactly the files and functions of the collectives' table",
+             pairs == list(zip(LINK["functions"], LINK["sources"])),
+             [f"COLLECTIVES {pairs}", f"LINK {list(zip(LINK['functions'], LINK['sources']))}"])
     out = fresh("bench")
     start = time.monotonic()
     res = subprocess.run([sys.executable, os.path.join("grader", "bench.py"), "--np", "3",
