@@ -390,6 +390,33 @@ def test_grader_units(s):
             pass
     s.record("stub checker: TODO line with the arguments; catches leaks, unbalanced markers, "
              "a region without TODO", ok1 and ok2 and not bad, [text] + bad)
+    # The hint parser and the TODO bound must fail when they should.
+    import hints
+    levels = "".join(f"<details><summary>Hint {n}: {t}</summary>\n\ntext {n}\n\n</details>\n\n"
+                     for n, t in ((1, "the idea"), (2, "the structure"), (3, "near-code")))
+    doc = f"# L\n\n## ex\n\n### Hints\n\n{levels}## other\n"
+    bad = []
+    try:
+        if [t for _, _, t in hints.hints("lcx", "ex", doc)] != ["text 1", "text 2", "text 3"]:
+            bad.append("three levels not read back")
+    except hints.HintError as e:
+        bad.append(f"a good section refused: {e}")
+    for broken in (doc.replace("Hint 3: near-code", "Hint 4: near-code"),
+                   doc.replace("### Hints", "### Hint"), doc.replace("\ntext 2\n", "\n\n")):
+        try:
+            hints.hints("lcx", "ex", broken)
+            bad.append(f"accepted: {broken!r}")
+        except hints.HintError:
+            pass
+    path = os.path.join(fresh("todo_bound"), "x.c")
+    with open(path, "w") as f:
+        f.write("void f(void)\n{\n    /*\n     * TODO: a.\n     *   b.\n     *   c.\n     *   d.\n"
+                "     */\n    // BEGIN SOLUTION\n" + "    g();\n" * 9 + "    // END SOLUTION\n}\n")
+    over = hints.todo_problems(path)
+    if len(over) != 1 or "4 lines" not in over[0][1]:
+        bad.append(f"a 4-line TODO over a 9-line solution: {over}")
+    s.record("hints: three levels read in order; a missing or empty level, no Hints heading, and a "
+             "TODO over its bound are refused", not bad, bad)
 
 
 def test_stubs(s):
@@ -598,6 +625,38 @@ def test_lectures(s):
     layers = libxt_layers.layers(".")
     s.record("libxt: files call each other in one direction, as xt_internal.h's layers say ("
              + " < ".join(" ".join(f) for _, f in layers) + ")", not bad, bad)
+    # Negative control: the same objects against layers that swap init.c's with the base, and
+    # a comment naming a lecture, must both be reported.
+    root = fresh("layers")
+    shutil.copytree("common", os.path.join(root, "common"))
+    os.makedirs(os.path.join(root, "build"))
+    os.symlink(os.path.abspath(os.path.join("build", "common")),
+               os.path.join(root, "build", "common"))
+    internal = os.path.join(root, "common", "xt_internal.h")
+    with open(internal) as f:
+        text = f.read()
+    lines = text.split("\n")
+    start = next(i for i, ln in enumerate(lines) if "LAYERS" in ln)
+    layer = {}
+    for i in range(start + 1, len(lines)):
+        if "*/" in lines[i]:
+            break
+        m = re.match(r"( \*\s+\d+ )(.*)", lines[i])
+        if m:
+            layer[i] = m
+    first, last = min(layer), max(k for k in layer if "init.c" in layer[k].group(2))
+    lines[first] = layer[first].group(1) + layer[last].group(2)  # init.c at the bottom
+    lines[last] = layer[last].group(1) + layer[first].group(2)
+    text = "\n".join(lines)
+    with open(internal, "w") as f:
+        f.write(text)
+    with open(os.path.join(root, "common", "mem.c"), "a") as f:
+        f.write("/* as " + "lc" + "3_zero wants */\n")
+    found = libxt_layers.check(root)
+    ok = (any("init.c" in p for p in found) and
+          any("names a lecture" in p for p in found))
+    s.record("libxt layers: a file above its layer, or a lecture's name, is reported "
+             "(negative control)", ok, found[:6])
     import throwaway
     start = time.monotonic()
     for what, ok, details in throwaway.check(fresh("throwaway")):
