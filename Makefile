@@ -50,13 +50,21 @@ $(LIBXT): $(LIBXT_OBJ)
 	ar rcs $@ $^
 
 # Any C file in the tree (exercise, solution, test, mutant under build/) builds
-# to build/<path>.o, and links with libxt to build/<path>.
+# to build/<path>.o, and links with libxt to build/<path>. A lecture may have
+# code of its own that all its programs share, grader/lectures/<lecture>/
+# lecture.c and lecture.h: a program's lecture is the name of its directory
+# (lcN_x/, solutions/lcN_x/, a mutant's .../lcN_x/), whose package directory
+# is on its include path and whose lecture.o, if any, it links.
+lecture_of  = $(notdir $(patsubst %/,%,$(dir $(1))))
+lecture_obj = $(patsubst %.c,$(BUILD)/%.o,$(wildcard grader/lectures/$(call lecture_of,$(1))/lecture.c))
+
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(XT_CFLAGS) -c $< -o $@
+	$(MPICC) $(CFLAGS) $(XT_CFLAGS) -Igrader/lectures/$(call lecture_of,$<) -c $< -o $@
 
-$(BUILD)/%: $(BUILD)/%.o $(LIBXT)
-	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $< $(LIBXT) $(LDLIBS) -o $@
+.SECONDEXPANSION:
+$(BUILD)/%: $(BUILD)/%.o $$(call lecture_obj,$$*) $(LIBXT)
+	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
 # ---------------------------------------------------------------------- CUDA
 
@@ -132,7 +140,6 @@ $(BUILD)/bench/%.o: $(BUILD)/%.o
 # The bench of any tree of exercise files: build/bench/<tree>/bench, the tree
 # being solutions/lcN_x, lcN_x, a mutant's copy...; its last directory
 # picks the driver.
-.SECONDEXPANSION:
 $(BUILD)/bench/%/bench: $(BUILD)/grader/lectures/$$(notdir $$*)/bench.o $$(call bench_objects,$$*) $(LIBXT)
 	@mkdir -p $(@D)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
@@ -183,7 +190,7 @@ stubs:
 	@py=$$(grader/setup.sh) && "$$py" grader/stubgen.py --write
 
 format:
-	clang-format -i common/*.[ch] common/*.cu common/tests/*.c grader/lectures/*/bench.c lc*/*.c \
+	clang-format -i common/*.[ch] common/*.cu common/tests/*.c grader/lectures/*/*.[ch] lc*/*.c \
 		solutions/lc*/*.c
 
 clean:

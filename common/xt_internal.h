@@ -13,7 +13,7 @@
  *   2 core_opts.c print.c npy.c notes.c counters.c call.c
  *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c
  *   4 pmpi.c record.c nn.c
- *   5 case.c zero.c
+ *   5 case.c
  *   6 case_run.c train.c
  *   7 init.c
  *   8 cuda.cu
@@ -24,8 +24,9 @@
  * MPI function table, counters, the call in progress, notes, requests,
  * memory, trace, the buffer watch, the watchdog, crash reports, the PMPI
  * wrappers, the case record) and the numeric layer (nn.c); then the case
- * protocol (5-6: one case, ZeRO-1's harness, the case runner, the training
- * harness); then init/main (7); the CUDA helpers sit above every C file.
+ * protocol (5-6: one case, the case runner, the training harness); then
+ * init/main (7); the CUDA helpers sit above every C file. Code that only
+ * one lecture's programs share is not here: it is that lecture's lecture.c.
  * Where a lower layer needs something a higher one knows, the higher one
  * installs a hook at start-up (npy.c's guard, installed by case.c).
  *
@@ -356,9 +357,6 @@ const char *xti_cases_path(void);    /* NULL outside case mode */
 const char *xti_case_param(const xt_case *c, const char *key); /* NULL if absent */
 /* Notes overwritten guard bytes and modified const inputs, then frees the buffers. */
 void xti_case_check_buffers(xt_case *c);
-
-/* zero.c */
-/* (nothing internal) */
 
 /* ----------------------------------------------------------------- layer 6 */
 

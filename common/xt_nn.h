@@ -213,32 +213,6 @@ typedef struct {
 void xt_adam_update(float *params, const float *grads, float *m, float *v, long n, long step,
                     const xt_adam *h);
 
-/*
- * A ZeRO-1 rank's state, a training harness for the programs that work on
- * sharded optimizer state (saving and re-sharding it, say): the flat
- * parameters are cut into np shards of `shard` = ceil(nparams / np) floats,
- * the last padded; this rank owns [lo, lo + count), count <= shard (0 past
- * the end), and keeps Adam's moments for it only. step: the Adam steps taken.
- */
-typedef struct {
-    long nparams, shard, lo, count, step;
-    float *m, *v; /* shard floats each, XT_MEM_OPTIMIZER, zero past count */
-} xt_zero_state;
-
-/* The layout of this rank of comm, moments zeroed, step 0. */
-void xt_zero_state_init(xt_zero_state *z, long nparams, MPI_Comm comm);
-void xt_zero_state_free(xt_zero_state *z);
-/*
- * One ZeRO-1 training step of model m (its params padded to np * shard, the
- * same on every rank): forward and backward on this rank's rows, gradients
- * all-reduced and averaged, AdamW on the own shard, parameters all-gathered.
- * Its communication goes through PMPI, so it is not counted: it is a harness
- * around the code under test, never an answer to grade. Returns the local
- * loss.
- */
-float xt_zero1_train_step(xt_zero_state *z, xt_mlp *m, const float *x, const void *target, int rows,
-                          const xt_adam *h, MPI_Comm comm);
-
 /* ---------------------------------------------------------------- bf16 */
 
 /*

@@ -75,7 +75,7 @@ def test_build(s, cuda):
 def test_format(s):
     s.section("format")
     files = sorted(glob.glob("common/*.[ch]") + glob.glob("common/*.cu") +
-                   glob.glob("grader/lectures/*/bench.c") +
+                   glob.glob("grader/lectures/*/*.[ch]") +
                    glob.glob("common/tests/*.c") + glob.glob("common/tests/*.cu") +
                    glob.glob("solutions/lc*/*.c") + glob.glob("solutions/lc*/*.cu") +
                    glob.glob("lc*/*.c") + glob.glob("lc*/*.cu"))

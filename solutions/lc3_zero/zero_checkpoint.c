@@ -43,6 +43,7 @@
  * np ranks would then read np times the model from a file system that is
  * slower than the network. The moments never cross the network.
  */
+#include "lecture.h" /* zero_state, zero1_train_step: the ZeRO-1 step this trains with */
 #include "xt_nn.h"
 
 #include <errno.h>
@@ -136,7 +137,7 @@ ckpt_header ckpt_read_header(MPI_File f, const char *path)
  * shard of the parameters and of Adam's moments to DIR/shard-<rank>.bin (the
  * format above); then rank 0 writes DIR/meta.bin. DIR exists.
  */
-void zero_checkpoint_save(const xt_zero_state *z, const xt_mlp *m, const char *dir, MPI_Comm comm)
+void zero_checkpoint_save(const zero_state *z, const xt_mlp *m, const char *dir, MPI_Comm comm)
 {
     /*
      * TODO: write this rank's shard, then mark the checkpoint complete.
@@ -178,11 +179,11 @@ void zero_checkpoint_save(const xt_zero_state *z, const xt_mlp *m, const char *d
 
 /*
  * Collective over comm, a world of any size: z was just set up for it
- * (xt_zero_state_init: this rank's new lo, count and shard, moments zero)
+ * (zero_state_init: this rank's new lo, count and shard, moments zero)
  * and m->params is padded to np * z->shard floats. Fills z->m, z->v and
  * z->step from the checkpoint in DIR, and all of m->params.
  */
-void zero_checkpoint_load(xt_zero_state *z, xt_mlp *m, const char *dir, MPI_Comm comm)
+void zero_checkpoint_load(zero_state *z, xt_mlp *m, const char *dir, MPI_Comm comm)
 {
     /*
      * TODO: read meta.bin, then the old shards overlapping the new one.
@@ -279,23 +280,23 @@ static void run_case(xt_case *c)
              "case: %d rows per step cannot be cut for %d and %d ranks", t.rows, save_np, load_np);
     const char *dir = xt_case_scratch_dir(c); /* removed with the grader's run */
     long n = t.model.nparams;
-    xt_zero_state z;
+    zero_state z;
 
     MPI_Comm comm;
     MPI_Comm_split(t.comm, rank < save_np ? 0 : MPI_UNDEFINED, rank, &comm);
     if (comm != MPI_COMM_NULL) {
-        xt_zero_state_init(&z, n, comm);
+        zero_state_init(&z, n, comm);
         xt_mlp_pad_params(&t.model, save_np * z.shard);
         MPI_Bcast(t.model.params, (int)n, MPI_FLOAT, 0, comm);
         for (int s = 0; s < steps1; s++) {
-            xt_zero1_train_step(&z, &t.model, rows_x(&t, s, rank, save_np),
-                                rows_y(&t, s, rank, save_np), t.rows / save_np, &t.adam, comm);
+            zero1_train_step(&z, &t.model, rows_x(&t, s, rank, save_np),
+                             rows_y(&t, s, rank, save_np), t.rows / save_np, &t.adam, comm);
             xt_train_case_output(&t, s);
         }
         xt_case_output(c, "saved_m", z.m, XT_F32, z.count);
         xt_case_output(c, "saved_v", z.v, XT_F32, z.count);
         zero_checkpoint_save(&z, &t.model, dir, comm);
-        xt_zero_state_free(&z);
+        zero_state_free(&z);
         MPI_Comm_free(&comm);
     }
     memset(t.model.params, 0, xt_alloc_size(t.model.params)); /* nothing carries over */
@@ -304,7 +305,7 @@ static void run_case(xt_case *c)
     int rank2 = (rank + np - 1) % np;
     MPI_Comm_split(t.comm, rank2 < load_np ? 0 : MPI_UNDEFINED, rank2, &comm);
     if (comm != MPI_COMM_NULL) {
-        xt_zero_state_init(&z, n, comm);
+        zero_state_init(&z, n, comm);
         xt_mlp_pad_params(&t.model, load_np * z.shard);
         zero_checkpoint_load(&z, &t.model, dir, comm);
         int64_t step = z.step;
@@ -313,11 +314,11 @@ static void run_case(xt_case *c)
         xt_case_output(c, "loaded_step", &step, XT_I64, 1);
         output_params(&t, "loaded");
         for (int s = steps1; s < t.steps; s++) {
-            xt_zero1_train_step(&z, &t.model, rows_x(&t, s, rank2, load_np),
-                                rows_y(&t, s, rank2, load_np), t.rows / load_np, &t.adam, comm);
+            zero1_train_step(&z, &t.model, rows_x(&t, s, rank2, load_np),
+                             rows_y(&t, s, rank2, load_np), t.rows / load_np, &t.adam, comm);
             xt_train_case_output(&t, s);
         }
-        xt_zero_state_free(&z);
+        zero_state_free(&z);
         MPI_Comm_free(&comm);
     }
     xt_train_case_end(&t);
@@ -340,7 +341,7 @@ static double max_gap(const float *a, const float *b, long n)
  * same step of the uninterrupted single-process twin (every rank keeps one:
  * it is small); rank 0 of comm prints the line.
  */
-static void demo_step(xt_zero_state *z, xt_mlp *m, const float *x, const int32_t *y, int rows,
+static void demo_step(zero_state *z, xt_mlp *m, const float *x, const int32_t *y, int rows,
                       int step, const xt_adam *h, MPI_Comm comm, xt_mlp *twin, float *tm, float *tv)
 {
     int r, np;
@@ -348,7 +349,7 @@ static void demo_step(xt_zero_state *z, xt_mlp *m, const float *x, const int32_t
     MPI_Comm_size(comm, &np);
     int din = m->dims[0], mine = rows / np;
     float loss =
-        xt_zero1_train_step(z, m, x + (long)r * mine * din, y + (long)r * mine, mine, h, comm);
+        zero1_train_step(z, m, x + (long)r * mine * din, y + (long)r * mine, mine, h, comm);
     float sum = 0.0f;
     MPI_Reduce(&loss, &sum, 1, MPI_FLOAT, MPI_SUM, 0, comm);
     xt_mlp_zero_grad(twin);
@@ -435,11 +436,11 @@ static void demo(MPI_Comm world)
                    xt_arg_str("dims", "8,32,32,4"), n, h.lr, h.weight_decay, rows, save_np, steps1,
                    dir, load_np, steps2);
 
-    xt_zero_state z;
+    zero_state z;
     MPI_Comm comm;
     MPI_Comm_split(world, rank < save_np ? 0 : MPI_UNDEFINED, rank, &comm);
     if (comm != MPI_COMM_NULL) {
-        xt_zero_state_init(&z, n, comm);
+        zero_state_init(&z, n, comm);
         xt_mlp_pad_params(&m, save_np * z.shard);
         MPI_Bcast(m.params, (int)n, MPI_FLOAT, 0, comm);
         for (int s = 0; s < steps1; s++)
@@ -447,7 +448,7 @@ static void demo(MPI_Comm world)
         zero_checkpoint_save(&z, &m, dir, comm);
         xt_printf_ordered(comm, "old rank %d of %d saved [%ld, %ld)\n", rank, save_np, z.lo,
                           z.lo + z.count);
-        xt_zero_state_free(&z);
+        zero_state_free(&z);
         MPI_Comm_free(&comm);
     }
     memset(m.params, 0, xt_alloc_size(m.params));
@@ -462,7 +463,7 @@ static void demo(MPI_Comm world)
     int rank2 = (rank + np - 1) % np;
     MPI_Comm_split(world, rank2 < load_np ? 0 : MPI_UNDEFINED, rank2, &comm);
     if (comm != MPI_COMM_NULL) {
-        xt_zero_state_init(&z, n, comm);
+        zero_state_init(&z, n, comm);
         xt_mlp_pad_params(&m, load_np * z.shard);
         zero_checkpoint_load(&z, &m, dir, comm);
         /* Which old files cover this rank's new shard (the loader's arithmetic, again). */
@@ -488,7 +489,7 @@ static void demo(MPI_Comm world)
                        *lose ? "(--lose: the loaded state is damaged on purpose)\n" : "");
         for (int s = steps1; s < steps; s++)
             demo_step(&z, &m, x, y, rows, s, &h, comm, &twin, tm, tv);
-        xt_zero_state_free(&z);
+        zero_state_free(&z);
         MPI_Comm_free(&comm);
     }
     MPI_Barrier(world);

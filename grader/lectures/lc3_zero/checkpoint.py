@@ -2,7 +2,7 @@
 
 One case runs on np = max(save_np, load_np) ranks. Phase 1: case ranks
 0 .. save_np-1 broadcast rank 0's weights w0, train steps1 ZeRO-1 AdamW
-steps (libxt's xt_zero1_train_step) and call zero_checkpoint_save; then
+steps (zero1_train_step, the lecture's lecture.c) and call zero_checkpoint_save; then
 everything is freed. Phase 2: load_np ranks in a rotated order (new rank i
 is case rank (i + 1) % np) set up a fresh ZeRO-1 state, call
 zero_checkpoint_load and train the remaining steps. Every rank gets every
@@ -18,7 +18,7 @@ their new shard of them (loaded_m, loaded_v), the Adam step and the full
 parameters right after loading. NumPy re-cuts the saved moments for the new
 layout and names the first element that differs and the old rank that saved
 it. (The ranks of a phase need no identity check: each step of libxt's
-xt_zero1_train_step ends with an all-gather of the parameters, so they agree
+zero1_train_step ends with an all-gather of the parameters, so they agree
 whatever the loader did; what it did shows in the loaded state and the values.)
 
 Numerics. AdamW with lr 0.01, betas 0.9 and 0.999, weight decay 0.01 and

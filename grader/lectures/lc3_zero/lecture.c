@@ -1,9 +1,11 @@
 /*
- * zero.c: a ZeRO-1 rank's state and training step (xt_nn.h): a training
- * harness for programs that work on sharded optimizer state (saving it and
- * re-sharding it, say), not code under test. Its communication goes through
- * PMPI so that it never shows in a program's counters or trace: those stay
- * the student's own.
+ * lecture.c: what this lecture's programs share beyond libxt, linked into each
+ * of them (the Makefile links grader/lectures/<lecture>/lecture.c into every
+ * program of its lecture). Here: a ZeRO-1 rank's state and training step, the
+ * harness that zero_checkpoint.c trains with while it saves and re-shards the
+ * state. It is adam_zero1.c's step, written once outside the exercise; its
+ * communication goes through PMPI so that it never shows in a program's
+ * counters or trace: those stay the student's own.
  *
  *     flat params, nparams = 10, np = 4: shard = ceil(10 / 4) = 3
  *
@@ -11,16 +13,17 @@
  *       lo = rank * shard, count = the parameters of [lo, lo + shard) that
  *       exist: 3 3 3 1 here (0 for a rank wholly past the end)
  */
-#include "xt_internal.h"
+#include "lecture.h"
+#include "xt_harness.h"
 
 #include <string.h>
 
-void xt_zero_state_init(xt_zero_state *z, long nparams, MPI_Comm comm)
+void zero_state_init(zero_state *z, long nparams, MPI_Comm comm)
 {
     int rank, np;
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &np);
-    XT_CHECK(nparams >= 1, "xt_zero_state_init: %ld parameters", nparams);
+    XT_CHECK(nparams >= 1, "zero_state_init: %ld parameters", nparams);
     memset(z, 0, sizeof *z);
     z->nparams = nparams;
     z->shard = (nparams + np - 1) / np;
@@ -32,24 +35,24 @@ void xt_zero_state_init(xt_zero_state *z, long nparams, MPI_Comm comm)
     z->v = xt_alloc(XT_MEM_OPTIMIZER, sizeof(float) * (size_t)z->shard);
 }
 
-void xt_zero_state_free(xt_zero_state *z)
+void zero_state_free(zero_state *z)
 {
     xt_free(z->m);
     xt_free(z->v);
     memset(z, 0, sizeof *z);
 }
 
-float xt_zero1_train_step(xt_zero_state *z, xt_mlp *m, const float *x, const void *target, int rows,
-                          const xt_adam *h, MPI_Comm comm)
+float zero1_train_step(zero_state *z, xt_mlp *m, const float *x, const void *target, int rows,
+                       const xt_adam *h, MPI_Comm comm)
 {
     int np;
     PMPI_Comm_size(comm, &np);
     XT_CHECK(m->params && m->grads && m->nparams == z->nparams,
-             "xt_zero1_train_step: the model (%ld parameters) does not match the ZeRO state "
+             "zero1_train_step: the model (%ld parameters) does not match the ZeRO state "
              "(%ld)",
              m->nparams, z->nparams);
     XT_CHECK(xt_alloc_size(m->params) >= sizeof(float) * (size_t)(np * z->shard),
-             "xt_zero1_train_step: pad the parameters to np * shard = %ld floats first "
+             "zero1_train_step: pad the parameters to np * shard = %ld floats first "
              "(xt_mlp_pad_params)",
              np * z->shard);
 
