@@ -32,6 +32,7 @@ import math
 import os
 import re
 import sys
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -150,8 +151,12 @@ def find(name):
         return exact[0]
     if exact:
         raise HintError(f"EX={name} matches {', '.join(ex for _, ex in exact)}: which one?")
-    raise HintError(f"no exercise {name!r}; there are:\n  " +
-                    "\n  ".join(ex for _, ex in all_ex))
+    by_lecture = {}
+    for lec, ex in all_ex:
+        by_lecture.setdefault(lec, []).append(ex)
+    raise HintError(f"no exercise {name!r}; there are:\n" + "\n".join(
+        textwrap.fill(", ".join(exs), 78, initial_indent=f"  {lec}: ",
+                      subsequent_indent="    ") for lec, exs in by_lecture.items()))
 
 
 def state_path(exercise):
@@ -175,6 +180,10 @@ def show(name, level=None):
     if not 1 <= level <= len(found):
         raise HintError(f"N={level}: {ex} has hints 1 to {len(found)}")
     n, title, text = found[level - 1]
+    # Remembered before printing: a reader who pipes it into head still moves on.
+    os.makedirs(STATE, exist_ok=True)
+    with open(state_path(ex), "w") as f:
+        f.write(str(max(last, n)))
     print(f"{ex}, hint {n} of {len(found)}: {title}   (docs/{lec}.md#{ex}, Hints)\n")
     text = re.sub(r"^```\w*\n|^```\n?", "", text, flags=re.M)  # a terminal shows code as is
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # links: their text
@@ -183,9 +192,6 @@ def show(name, level=None):
         print(f"(make hint EX={ex} again for hint {n + 1})")
     elif last >= len(found):
         print("(that was the last hint; N=1 shows the first again)")
-    os.makedirs(STATE, exist_ok=True)
-    with open(state_path(ex), "w") as f:
-        f.write(str(max(last, n)))
 
 
 def check():
@@ -227,4 +233,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # make hint | head
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
