@@ -60,7 +60,8 @@ lecture_obj = $(patsubst %.c,$(BUILD)/%.o,$(wildcard grader/lectures/$(call lect
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(XT_CFLAGS) -Igrader/lectures/$(call lecture_of,$<) -c $< -o $@
+	$(MPICC) $(CFLAGS) $(XT_CFLAGS) $(addprefix -I,$(wildcard grader/lectures/$(call lecture_of,$<))) \
+	  -c $< -o $@
 
 .SECONDEXPANSION:
 $(BUILD)/%: $(BUILD)/%.o $$(call lecture_obj,$$*) $(LIBXT)

@@ -533,14 +533,15 @@ def points_table(doc_text):
     return rows
 
 
-def docs_problems(lec):
+def docs_problems(lec, text=None):
     """The page's table of exercises and its total against the manifest's tests."""
     path = os.path.join("docs", f"{lec}.md")
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as e:
-        return [f"{path}: {e.strerror}"]
+    if text is None:
+        try:
+            with open(path) as f:
+                text = f.read()
+        except OSError as e:
+            return [f"{path}: {e.strerror}"]
     tests = lectures.load(lec).TESTS
     rows = points_table(text)
     out = []
@@ -610,6 +611,17 @@ def test_lectures(s):
     bad = [p for lec in names for p in docs_problems(lec)]
     s.record("docs: every lecture page's table of exercises and total points match its tests",
              not bad, bad)
+    # Negative control: a page whose table gives an exercise one point too many and
+    # whose total is gone must be reported twice.
+    lec = names[0]
+    with open(os.path.join("docs", f"{lec}.md")) as f:
+        page = f.read()
+    row = re.search(r"^(\| \[`[\w.]+`\]\(#[\w-]+\) \| .*? \| )(\d+)( \|)$", page, re.M)
+    broken = page.replace(row.group(0), row.group(1) + str(int(row.group(2)) + 1) + row.group(3))
+    broken = re.sub(r"the lecture is worth \d+ points", "the lecture is worth a lot", broken)
+    found = docs_problems(lec, broken)
+    s.record("docs: a points table off by one and a missing total are reported (negative "
+             "control)", len(found) == 2, found)
     import hints
     bad = hints.check()
     s.record("hints: every exercise has its three (the idea, the structure, near-code); every "
