@@ -9,7 +9,7 @@
  * buffer held afterwards: partial results growing step by step. The record
  * comes from the MPI calls themselves, so it shows whatever the code under
  * the watch did, a student's own included. How the buffer is cut into
- * chunks is the caller's: it passes the rule (chunk_start) with the buffer.
+ * chunks is the caller's: it passes the chunks' lengths, as MPI's counts.
  */
 #include "xt_internal.h"
 
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_STEPS = 64, MAX_WATCH_BYTES = 1 << 16 };
+enum { MAX_STEPS = 64, MAX_CHUNKS = 64, MAX_WATCH_BYTES = 1 << 16 };
 
 typedef struct {
     int to, sent_a, sent_b;   /* to: -1 if nothing sent; a = b = -1: not from the buffer */
@@ -31,7 +31,7 @@ static struct {
     int on;
     const char *base;
     int count, size, nchunks;
-    long (*chunk_start)(int chunk, int count, int nchunks); /* NULL: chunks are not named */
+    int start[MAX_CHUNKS + 1]; /* chunk c is [start[c], start[c + 1]) */
     xt_dtype xd;
     int known; /* dt has an xt_dtype, so its values can be printed */
     step steps[MAX_STEPS];
@@ -39,21 +39,26 @@ static struct {
     int overflow; /* steps past MAX_STEPS were not kept */
 } w;
 
-void xt_watch_begin(const void *buf, int count, MPI_Datatype dt, int nchunks,
-                    long (*chunk_start)(int chunk, int count, int nchunks))
+void xt_watch_begin(const void *buf, MPI_Datatype dt, const int *chunk_counts, int nchunks)
 {
+    XT_CHECK(nchunks >= 1 && nchunks <= MAX_CHUNKS,
+             "xt_watch_begin: %d chunks (a demo shows 1 to %d)", nchunks, MAX_CHUNKS);
     int size;
     PMPI_Type_size(dt, &size);
-    XT_CHECK((long)count * size <= MAX_WATCH_BYTES,
-             "xt_watch_begin: %d elements is more than a demo can show", count);
     memset(&w, 0, sizeof w);
+    for (int c = 0; c < nchunks; c++) {
+        XT_CHECK(chunk_counts[c] >= 0, "xt_watch_begin: chunk %d has %d elements", c,
+                 chunk_counts[c]);
+        w.start[c + 1] = w.start[c] + chunk_counts[c];
+    }
+    w.count = w.start[nchunks];
+    XT_CHECK((long)w.count * size <= MAX_WATCH_BYTES,
+             "xt_watch_begin: %d elements is more than a demo can show", w.count);
     w.on = 1;
     w.base = buf;
-    w.count = count;
     w.size = size;
     w.known = xt_dtype_from_mpi(dt, &w.xd);
-    w.nchunks = nchunks > 0 ? nchunks : 1;
-    w.chunk_start = chunk_start;
+    w.nchunks = nchunks;
 }
 
 /*
@@ -137,12 +142,6 @@ void xti_watch_fold(const void *buf, int count, MPI_Datatype dt)
     s->touched |= s->fold_a >= 0;
 }
 
-/* Where chunk i begins, by the caller's rule; chunk nchunks begins at the end. */
-static long chunk_start(int i)
-{
-    return i >= w.nchunks ? w.count : w.chunk_start(i, w.count, w.nchunks);
-}
-
 /* "c3" when [a, b) is chunk 3, else "[a:b]"; "n elts" outside the buffer. */
 static void name_range(char *out, size_t cap, int a, int b)
 {
@@ -150,8 +149,8 @@ static void name_range(char *out, size_t cap, int a, int b)
         snprintf(out, cap, "%d elt%s", b, b == 1 ? "" : "s");
         return;
     }
-    for (int c = 0; w.chunk_start && c < w.nchunks; c++)
-        if (chunk_start(c) == a && chunk_start(c + 1) == b && a < b) {
+    for (int c = 0; c < w.nchunks; c++)
+        if (w.start[c] == a && w.start[c + 1] == b && a < b) {
             snprintf(out, cap, "c%d", c);
             return;
         }
@@ -187,7 +186,7 @@ static void format_chunks(char *out, size_t cap, const char *buf, int width)
     for (int i = 0; i < w.count && pos < cap; i++) {
         char v[64];
         format_value(v, sizeof v, buf + (size_t)i * (size_t)w.size);
-        while (w.chunk_start && c < w.nchunks && chunk_start(c) == i && i > 0) {
+        while (c < w.nchunks && w.start[c] == i && i > 0) {
             pos += (size_t)snprintf(out + pos, cap - pos, "|");
             c++;
         }

@@ -88,13 +88,13 @@ void xt_format_buffer(char *out, size_t cap, const void *buf, int count, MPI_Dat
  * MPI_Reduce_local into it is noted; a step begins at each send.
  * xt_watch_print (collective over comm) then prints, step by step and in
  * rank order, which chunk each rank sent and received and the buffer after
- * the step. The caller says how the buffer is cut: chunk c of nchunks is
- * [chunk_start(c, count, nchunks), chunk_start(c + 1, count, nchunks)), the
- * last one ending at count; with chunk_start NULL no chunk is named.
- * phase(step, np), if given, names the phase a step (from 0) belongs to.
+ * the step. The caller says how the buffer is cut, as MPI's counts do: the
+ * buffer is nchunks chunks of chunk_counts[0], chunk_counts[1], ...
+ * elements, one after the other (a message that is not one whole chunk is
+ * shown by its element range). phase(step, np), if given, names the phase a
+ * step (from 0) belongs to.
  */
-void xt_watch_begin(const void *buf, int count, MPI_Datatype dt, int nchunks,
-                    long (*chunk_start)(int chunk, int count, int nchunks));
+void xt_watch_begin(const void *buf, MPI_Datatype dt, const int *chunk_counts, int nchunks);
 void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np));
 
 /* -------------------------------------------------------------------- memory */

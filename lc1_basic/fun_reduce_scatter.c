@@ -57,12 +57,6 @@ static void run_case(xt_case *c)
     xt_case_output(c, "y", y, x.dtype, recvcounts[rank]);
 }
 
-/* How the demo's watch cuts the buffer: nchunks pieces, the first count % nchunks one longer. */
-static long demo_chunk_start(int chunk, int count, int nchunks)
-{
-    return (long)chunk * (count / nchunks) + (chunk < count % nchunks ? chunk : count % nchunks);
-}
-
 /*
  * Rank r holds 100 r + i at element i; block i has i + 1 elements; sum. The
  * steps show each message by its length, which names the block it carries
@@ -81,7 +75,7 @@ static void demo(MPI_Comm comm)
     for (int i = 0; i < total; i++)
         x[i] = 100 * rank + i;
     xt_print_buffer_ordered(comm, "send: ", x, total, MPI_INT);
-    xt_watch_begin(x, total, MPI_INT, np, demo_chunk_start);
+    xt_watch_begin(x, MPI_INT, counts, np);
     reduce_scatter_ring(x, y, counts, MPI_INT, MPI_SUM, comm);
     xt_watch_print(comm, NULL);
     xt_print_buffer_ordered(comm, "recv: ", y, counts[rank], MPI_INT);

@@ -126,12 +126,6 @@ static const char *ring_phase(int step, int np)
     return "all-gather";
 }
 
-/* How the demo's watch cuts the buffer: nchunks pieces, the first count % nchunks one longer. */
-static long demo_chunk_start(int chunk, int count, int nchunks)
-{
-    return (long)chunk * (count / nchunks) + (chunk < count % nchunks ? chunk : count % nchunks);
-}
-
 /*
  * Rank r contributes 10 r and 10 r + 1; gather to the last rank (--root R).
  * The ring's steps show each block travelling one hop per step; -1 marks a
@@ -150,10 +144,14 @@ static void demo(MPI_Comm comm)
     xt_print_buffer_at(comm, root, "gather_linear:   ", y, 2 * np, MPI_INT);
     for (int i = 0; i < 2 * np; i++)
         y[i] = -1;
-    xt_watch_begin(y, 2 * np, MPI_INT, np, demo_chunk_start);
+    int *blocks = xt_malloc(sizeof(int) * (size_t)np);
+    for (int i = 0; i < np; i++)
+        blocks[i] = 2;
+    xt_watch_begin(y, MPI_INT, blocks, np);
     allgather_ring(x, y, 2, MPI_INT, comm);
     xt_watch_print(comm, ring_phase);
     xt_print_buffer_ordered(comm, "allgather_ring:  ", y, 2 * np, MPI_INT);
+    free(blocks);
     free(y);
 }
 

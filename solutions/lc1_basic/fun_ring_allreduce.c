@@ -95,12 +95,6 @@ static const char *ring_phase(int step, int np)
     return step < np - 1 ? "reduce-scatter" : "all-gather";
 }
 
-/* How the demo's watch cuts the buffer: nchunks pieces, the first count % nchunks one longer. */
-static long demo_chunk_start(int chunk, int count, int nchunks)
-{
-    return (long)chunk * (count / nchunks) + (chunk < count % nchunks ? chunk : count % nchunks);
-}
-
 /*
  * Rank r holds 10 r + i at element i; all-reduce with sum. Every step shows
  * the chunk each rank sends right and the one it receives from the left,
@@ -117,10 +111,14 @@ static void demo(MPI_Comm comm)
     for (int i = 0; i < count; i++)
         x[i] = 10 * rank + i;
     xt_print_buffer_ordered(comm, "before: ", x, count, MPI_INT);
-    xt_watch_begin(x, count, MPI_INT, np, demo_chunk_start);
+    int *chunks = xt_malloc(sizeof(int) * (size_t)np); /* the ring's cut, for the display */
+    for (int i = 0; i < np; i++)
+        chunks[i] = count / np + (i < count % np);
+    xt_watch_begin(x, MPI_INT, chunks, np);
     ring_allreduce(x, count, MPI_INT, MPI_SUM, comm);
     xt_watch_print(comm, ring_phase);
     xt_print_buffer_ordered(comm, "after:  ", x, count, MPI_INT);
+    free(chunks);
     free(x);
 }
 
