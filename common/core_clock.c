@@ -1,10 +1,12 @@
 /*
- * core_clock.c: the monotonic clock, at full and at tick resolution, and sleeping.
+ * core_clock.c: the monotonic clock, at full and at tick resolution, sleeping,
+ * and the median of timed rounds for the benchmarks.
  */
 #define _GNU_SOURCE /* CLOCK_MONOTONIC_COARSE */
 #include "xt_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <time.h>
 
 double xti_now(void)
@@ -42,4 +44,18 @@ void xt_sleep(double seconds)
     struct timespec t = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
     while (nanosleep(&t, &t) != 0 && errno == EINTR) {
     }
+}
+
+static int by_value(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+double xt_sort_median(double *t, int n)
+{
+    if (n <= 0)
+        return 0.0;
+    qsort(t, (size_t)n, sizeof *t, by_value);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }

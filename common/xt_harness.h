@@ -41,6 +41,12 @@ int xt_arg_flag(const char *name);
 void xt_steady_allocator(void);
 
 /*
+ * For benchmarks: sorts n round times ascending, in place (t[0] the best,
+ * t[n-1] the worst), and returns their median (0 when n is 0).
+ */
+double xt_sort_median(double *t, int n);
+
+/*
  * Collective over comm: how many ranks hold, in the `bytes` bytes at buf,
  * something other than rank 0's, bit for bit (the same answer on every
  * rank). Data-parallel replicas must all answer 0.

@@ -350,12 +350,6 @@ static double timed_calls(bench *b, const side *s, int n)
     return t;
 }
 
-static int by_value(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 typedef struct {
     int iters, rounds;
     double median[2]; /* the median round's time per call: what the table shows */
@@ -407,8 +401,7 @@ static timing time_pair(bench *b, const side sides[2], int warmup, int iters, in
     }
     for (int k = 0; k < 2; k++) {
         double *v = per_round + (size_t)k * rounds;
-        qsort(v, (size_t)rounds, sizeof *v, by_value);
-        t.median[k] = rounds % 2 ? v[rounds / 2] : 0.5 * (v[rounds / 2 - 1] + v[rounds / 2]);
+        t.median[k] = xt_sort_median(v, rounds);
         t.mean[k] = sum[k] / iters;
     }
     PMPI_Allreduce(MPI_IN_PLACE, t.mean, 2, MPI_DOUBLE, MPI_MAX, b->comm);

@@ -271,12 +271,6 @@ static double timed_steps(bench *b, int v, int n)
     return (PMPI_Wtime() - t0) / n;
 }
 
-static int by_value(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 /* ----------------------------------------------------------------- check */
 
 /*
@@ -371,8 +365,7 @@ static int run_timing(bench *b, int warmup, int steps, int rounds)
         if (!b->run[v])
             continue;
         double *t = per_round + (size_t)v * rounds;
-        qsort(t, (size_t)rounds, sizeof *t, by_value);
-        double median = rounds % 2 ? t[rounds / 2] : 0.5 * (t[rounds / 2 - 1] + t[rounds / 2]);
+        double median = xt_sort_median(t, rounds);
         xt_printf_root(b->comm, "ROW %s %.9e %.9e %.9e %d %d\n", variants[v].name, median, t[0],
                        t[rounds - 1], rounds, steps);
     }

@@ -486,12 +486,6 @@ static int measure_stage(bench *b, int k, int steps, reference *ref)
 
 /* ----------------------------------------------------------------- timing */
 
-static int by_value(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
 static void run_timing(bench *b, int warmup, int steps, int rounds)
 {
     trainer *t = xt_malloc(sizeof(trainer) * NSTAGES);
@@ -524,8 +518,7 @@ static void run_timing(bench *b, int warmup, int steps, int rounds)
         if (!b->run[k])
             continue;
         double *v = per_round + (size_t)k * rounds;
-        qsort(v, (size_t)rounds, sizeof *v, by_value);
-        double median = rounds % 2 ? v[rounds / 2] : 0.5 * (v[rounds / 2 - 1] + v[rounds / 2]);
+        double median = xt_sort_median(v, rounds);
         xt_printf_root(b->comm, "ROW %s %.9e %.9e %.9e %d %d\n", stages[k].name, median, v[0],
                        v[rounds - 1], rounds, steps);
         trainer_end(&t[k], k);
