@@ -4,9 +4,12 @@ work directories, and mutant trees for benches that must fail.
 """
 
 import glob
+import json
 import os
 import shutil
 import subprocess
+import sys
+import time
 
 import launch
 import mutants
@@ -78,3 +81,25 @@ def mutant_tree(name, lecture, patch):
     with open(os.path.join(tree, lecture, os.path.basename(m.target)), "w") as f:
         f.write(text)
     return tree
+
+
+def run_bench(args, out, tree=None):
+    """grader/bench.py with these options, its files under out (benching tree's exercise
+    files instead of solutions/ when given): (exit status, stdout + stderr, seconds)."""
+    cmd = ([sys.executable, os.path.join("grader", "bench.py")] + list(args) + ["--out", out] +
+           (["--tree", tree] if tree else []))
+    start = time.monotonic()
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return res.returncode, res.stdout + res.stderr, time.monotonic() - start
+
+
+def bench_results(path, problems, empty, first_run=False):
+    """A bench's JSON (its first run's entry with first_run); empty, and a problem noted,
+    when it is missing or incomplete."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return data["runs"][0] if first_run else data
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        problems.append(f"no results: {e}")
+        return empty

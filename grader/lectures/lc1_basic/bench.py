@@ -8,18 +8,16 @@ build/bench/solutions/lc1_basic/bench (grader/lectures/lc1_basic/bench.c), one
 launch per collective.
 """
 
-import json
 import math
 import os
 import re
-import subprocess
 import sys
 import time
 
 import launch
 from benchlib import (build_bench, cores, finish, human, Launch, output_tag, parse_size, svg_plot,
                       tree_of)
-from testkit import fresh, mutant_tree, tail
+from testkit import bench_results, fresh, mutant_tree, run_bench, tail
 
 ABOUT = "bandwidth of the hand-written collectives beside the MPI library's own"
 
@@ -293,18 +291,9 @@ def selftest(s):
              pairs == list(zip(LINK["functions"], LINK["sources"])),
              [f"COLLECTIVES {pairs}", f"LINK {list(zip(LINK['functions'], LINK['sources']))}"])
     out = fresh("bench")
-    start = time.monotonic()
-    res = subprocess.run([sys.executable, os.path.join("grader", "bench.py"), "--np", "3",
-                          "--max", "4K", "--wrapcost", "8", "--out", out],
-                         capture_output=True, text=True, timeout=300)
-    took = time.monotonic() - start
-    problems = [] if res.returncode == 0 else tail(res.stdout + res.stderr)
-    try:
-        with open(os.path.join(out, "lc1_basic_np3.json")) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
-        data = {"collectives": []}
-        problems.append(f"no results: {e}")
+    rc, text, took = run_bench(["--np", "3", "--max", "4K", "--wrapcost", "8"], out)
+    problems = [] if rc == 0 else tail(text)
+    data = bench_results(os.path.join(out, "lc1_basic_np3.json"), problems, {"collectives": []})
     names = [c["name"] for c in data["collectives"]]
     want = ["ring_allreduce", "allreduce_rd", "allgather_ring", "reduce_scatter_ring",
             "bcast_binomial", "alltoallv_scratch"]
@@ -321,12 +310,9 @@ def selftest(s):
 
     # The check must fail when it should: a ring all-reduce that assumes np divides count.
     tree = mutant_tree("bench_mutant", "lc1_basic", "ring_allreduce_assumes_divisible")
-    res = subprocess.run([sys.executable, os.path.join("grader", "bench.py"), "--np", "3",
-                          "--coll", "ring_allreduce", "--max", "64", "--wrapcost", "0",
-                          "--tree", tree, "--out", os.path.join(tree, "out")],
-                         capture_output=True, text=True, timeout=300)
-    out = res.stdout + res.stderr
+    rc, out, _ = run_bench(["--np", "3", "--coll", "ring_allreduce", "--max", "64", "--wrapcost",
+                            "0"], os.path.join(tree, "out"), tree)
     s.record("bench: a wrong hand-written result is reported (rank, index, both values) and "
-             "fails the run", res.returncode == 1 and "WRONG" in out and
+             "fails the run", rc == 1 and "WRONG" in out and
              re.search(r"ERROR: ring_allreduce at \d+ B differs .* rank \d+ \[\d+\]", out),
              tail(out))

@@ -13,14 +13,13 @@ against backward's layers. Writes JSON under build/bench/. docs/lc2_dp.md
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
 import launch
 from benchlib import (build_bench, human, Launch, ms, output_tag, parse_size, TrainingRun,
                       tree_of)
-from testkit import fresh, mutant_tree, tail
+from testkit import bench_results, fresh, mutant_tree, run_bench, tail
 
 ABOUT = "DDP step time, naive vs bucketed, np 1, 2, 4, and a trace of the buckets"
 
@@ -447,35 +446,26 @@ def lc2_print_trace_rank(rank, s):
 
 # ------------------------------------------------------------------ make test
 
-def bench_lc2(out, tree=None):
-    """make bench LC=2 on a small model at np=2: one launch, about a second."""
-    cmd = [sys.executable, os.path.join("grader", "bench.py"), "--lc", "2", "--np", "2",
-           "--rounds", "2", "--steps", "1", "--warmup", "0", "--dims", "64,64,64,8",
-           "--bucket_bytes", "1K", "--out", out] + (["--tree", tree] if tree else [])
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+# make bench LC=2 on a small model at np=2: one launch, about a second.
+SMALL = ["--lc", "2", "--np", "2", "--rounds", "2", "--steps", "1", "--warmup", "0", "--dims",
+         "64,64,64,8", "--bucket_bytes", "1K"]
 
 
 def selftest(s):
     """make test: the bench on a small model, and a wrong bucketed step it must reject."""
     s.section("bench (make bench LC=2, a small model)")
     out = fresh("bench2")
-    start = time.monotonic()
-    res = bench_lc2(out)
-    took = time.monotonic() - start
-    problems = [] if res.returncode == 0 else tail(res.stdout + res.stderr)
-    try:
-        with open(os.path.join(out, "lc2_dp_np2.json")) as f:
-            run = json.load(f)["runs"][0]
-    except (OSError, ValueError, KeyError, IndexError) as e:
-        run = {"rows": {}, "checks": [], "calls": {}}
-        problems.append(f"no results: {e}")
+    rc, text, took = run_bench(SMALL, out)
+    problems = [] if rc == 0 else tail(text)
+    run = bench_results(os.path.join(out, "lc2_dp_np2.json"), problems,
+                        {"rows": {}, "checks": [], "calls": {}}, first_run=True)
     for v in ("compute", "naive", "bucketed", "noprogress"):
         if not run["rows"].get(v, {}).get("best", 0) > 0:
             problems.append(f"no time for {v}")
     problems += [f"check {c['what']}: {c['status']}" for c in run["checks"] if c["status"] != "ok"]
     if run.get("calls", {}).get("bucketed", {}).get("MPI_Iallreduce") != 3.0:
         problems.append(f"bucketed calls per step: {run.get('calls', {}).get('bucketed')}")
-    if "bucket   MiB  started" not in res.stdout:
+    if "bucket   MiB  started" not in text:
         problems.append("no per-bucket trace summary")
     s.record("bench LC=2: naive, bucketed and their variants timed at np=2, every variant's "
              "weights equal to naive's, 3 Iallreduce per step, the trace summarised",
@@ -483,9 +473,8 @@ def selftest(s):
 
     # A bucketed step that updates before its buckets are all-reduced must fail the check.
     tree = mutant_tree("bench2_mutant", "lc2_dp", "bucketed_wait_after_update")
-    res = bench_lc2(os.path.join(tree, "out"), tree)
-    out = res.stdout + res.stderr
+    rc, out, _ = run_bench(SMALL, os.path.join(tree, "out"), tree)
     s.record("bench LC=2: a bucketed step that updates before waiting is reported and fails "
-             "the run", res.returncode == 1 and
+             "the run", rc == 1 and
              re.search(r"ERROR: np 2: naive=bucketed fails: \d+ weight values differ", out),
              tail(out))

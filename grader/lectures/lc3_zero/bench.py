@@ -10,16 +10,14 @@ Measured by build/bench/solutions/lc3_zero/bench
 (grader/lectures/lc3_zero/bench.c), one launch per np.
 """
 
-import json
 import os
 import re
-import subprocess
 import sys
 import time
 
 import launch
 from benchlib import build_bench, Launch, ms, TrainingRun, tree_of
-from testkit import fresh, mutant_tree, tail
+from testkit import bench_results, fresh, mutant_tree, run_bench, tail
 
 ABOUT = "ZeRO stages 0-3 at np 1, 2, 4: each rank's memory by kind and bytes per step, " \
         "beside the formulas"
@@ -369,28 +367,20 @@ def run(args):
 
 # ------------------------------------------------------------------ make test
 
-def bench_lc3(out, tree=None):
-    """make bench LC=3 on a small model at np=3 (uneven shards, padding): one launch, seconds."""
-    cmd = [sys.executable, os.path.join("grader", "bench.py"), "--lc", "3", "--np", "3",
-           "--rounds", "1", "--steps", "1", "--warmup", "0", "--check-steps", "2",
-           "--dims", "16,32,32,8", "--out", out] + (["--tree", tree] if tree else [])
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+# make bench LC=3 on a small model at np=3 (uneven shards, padding): one launch, seconds.
+SMALL = ["--lc", "3", "--np", "3", "--rounds", "1", "--steps", "1", "--warmup", "0",
+         "--check-steps", "2", "--dims", "16,32,32,8"]
 
 
 def selftest(s):
     """make test: the bench on a small model, and a ZeRO-3 step it must reject."""
     s.section("bench (make bench LC=3, a small model)")
     out = fresh("bench3")
-    start = time.monotonic()
-    res = bench_lc3(out)
-    took = time.monotonic() - start
-    problems = [] if res.returncode == 0 else tail(res.stdout + res.stderr)
-    try:
-        with open(os.path.join(out, "lc3_zero_np3.json")) as f:
-            run = json.load(f)["runs"][0]
-    except (OSError, ValueError, KeyError, IndexError) as e:
-        run = {"mem": {}, "bytes": {}, "rows": {}, "checks": {}, "calls": {}}
-        problems.append(f"no results: {e}")
+    rc, text, took = run_bench(SMALL, out)
+    problems = [] if rc == 0 else tail(text)
+    run = bench_results(os.path.join(out, "lc3_zero_np3.json"), problems,
+                        {"mem": {}, "bytes": {}, "rows": {}, "checks": {}, "calls": {}},
+                        first_run=True)
     for stage in ("dp_adam", "zero1", "zero2", "zero3"):
         mem = run["mem"].get(stage, {})
         for kind in ("params", "grads", "optimizer"):
@@ -410,7 +400,7 @@ def selftest(s):
         problems.append(f"zero3 bytes formula per rank: {b3}")
     if run["calls"].get("zero3", {}).get("MPI_Allgatherv", {}).get("calls") != 6.0:
         problems.append(f"zero3 calls per step: {run['calls'].get('zero3')}")
-    if not re.search(r"^\s+3\s+3 zero3\s+\S+ = 4S\+4L\s+\S+ = 4S\+4L\s+\S+ = 8S\s", res.stdout,
+    if not re.search(r"^\s+3\s+3 zero3\s+\S+ = 4S\+4L\s+\S+ = 4S\+4L\s+\S+ = 8S\s", text,
                      re.M):
         problems.append("no memory table row: zero3 measured = formula")
     s.record("bench LC=3: the four stages at np=3, every peak (params, grads, optimizer) and the "
@@ -419,11 +409,9 @@ def selftest(s):
 
     # ZeRO-3 that keeps every gathered layer until backward must fail the memory check.
     tree = mutant_tree("bench3_mutant", "lc3_zero", "zero3_keep_gathered")
-    start = time.monotonic()
-    res = bench_lc3(os.path.join(tree, "out"), tree)
-    out = res.stdout + res.stderr
+    rc, out, took = run_bench(SMALL, os.path.join(tree, "out"), tree)
     s.record("bench LC=3: a ZeRO-3 step that keeps the gathered layers is reported (its params "
-             "peak against 4S+4L) and fails the run", res.returncode == 1 and
+             "peak against 4S+4L) and fails the run", rc == 1 and
              re.search(r"ERROR: np 3: zero3's params peaked at \d+ B during the steps \(3 of 3 "
                        r"ranks off\); lecture 3's formula 4S\+4L = \d+ B", out),
-             tail(out), f"({time.monotonic() - start:.1f} s)")
+             tail(out), f"({took:.1f} s)")
