@@ -454,24 +454,31 @@ def describe_sends(sends, limit=6):
     return f"{amount(len(sends), ' messages')} ({', '.join(parts)}{more})"
 
 
-def leaders_exchange(case, inputs, records):
+def exact_sends(want, why):
+    """A rule: rank r sends exactly the messages want(case, r), [(peer, bytes)] in order on
+    the case's communicator, or the report says what it sent and why(case)."""
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            sends = rec.sends()
+            got = [(e.peer if e.comm == "case" else None, e.bytes) for e in sends]
+            if got != want(case, r):
+                out.append((r, f"rank {r} sent {describe_sends(sends)}; {why(case)}"))
+        return out
+    return rule
+
+
+def leader_sends(case, r):
     """Across the halves: rank 0 and rank (np+1)/2 swap their sums, one message each."""
     h = (case.np + 1) // 2
-    out = []
-    for r, rec in enumerate(records):
-        sends = rec.sends()
-        if r in (0, h) and h < case.np:
-            peer = h if r == 0 else 0
-            want = [(peer, 8 * case["count"])]
-        else:
-            want = []
-        got = [(e.peer if e.comm == "case" else None, e.bytes) for e in sends]
-        if got != want:
-            out.append((r, f"rank {r} sent {describe_sends(sends)}; across the halves only "
-                           f"the leaders, ranks 0 and {h}, swap their sums (one message of "
-                           f"{8 * case['count']} B each), and each half shares the other "
-                           f"half's sum with MPI_Bcast"))
-    return out
+    return [(h if r == 0 else 0, 8 * case["count"])] if r in (0, h) and h < case.np else []
+
+
+leaders_exchange = exact_sends(
+    leader_sends,
+    lambda case: f"across the halves only the leaders, ranks 0 and {(case.np + 1) // 2}, swap "
+                 f"their sums (one message of {8 * case['count']} B each), and each half shares "
+                 f"the other half's sum with MPI_Bcast")
 
 
 @test("group", points=5, inputs=double_inputs, reference=group_reference,
@@ -514,20 +521,11 @@ def gather_async_tolerance(case, inputs, name, rank):
     return reduction_tolerance(rows, "sum") if rank == case.np - 1 and rows.shape[0] else 0.0
 
 
-def k_messages_to_last(case, inputs, records):
-    """Ranks below np-1 send k messages of count floats to rank np-1; it sends none."""
-    k, n, last = case["k"], 4 * case["count"], case.np - 1
-    out = []
-    for r, rec in enumerate(records):
-        sends = rec.sends()
-        got = [(e.peer if e.comm == "case" else None, e.bytes) for e in sends]
-        want = [] if r == last else [(last, n)] * k
-        if got != want:
-            out.append((r, f"rank {r} sent {describe_sends(sends)}; every rank but the last "
-                           f"sends its k={k} messages of count={case['count']} floats "
-                           f"({n} B) to rank {last}, one MPI_Isend each, and rank {last} "
-                           f"sends none"))
-    return out
+k_messages_to_last = exact_sends(
+    lambda case, r: [] if r == case.np - 1 else [(case.np - 1, 4 * case["count"])] * case["k"],
+    lambda case: f"every rank but the last sends its k={case['k']} messages of "
+                 f"count={case['count']} floats ({4 * case['count']} B) to rank {case.np - 1}, "
+                 f"one MPI_Isend each, and rank {case.np - 1} sends none")
 
 
 @test("p2p_async", points=5, inputs=gather_async_inputs, reference=gather_async_reference,
