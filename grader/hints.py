@@ -62,11 +62,10 @@ def section(doc_text, exercise):
 
 def hints(lecture, exercise, doc_text=None):
     """[(level, title, text)] of an exercise; HintError says what is wrong."""
-    doc = os.path.join("docs", f"{lecture}.md")
+    doc = lectures.page_path(lecture)
     if doc_text is None:
         try:
-            with open(doc) as f:
-                doc_text = f.read()
+            doc_text = lectures.page(lecture)
         except OSError as e:
             raise HintError(f"{doc}: {e.strerror}")
     sec = section(doc_text, exercise)

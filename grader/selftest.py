@@ -510,8 +510,6 @@ def test_bench(s):
 
 # ------------------------------------------------------- lectures as units
 
-PLACES = re.compile(r"^(lc\d+_\w+/|solutions/lc\d+_\w+/|grader/lectures/lc\d+_\w+/|"
-                    r"grader/mutants/lc\d+_\w+/|docs/|README\.md$)")
 LECTURE_NAME = re.compile(r"lc\d_")  # one digit: not the throwaway lecture
 
 
@@ -535,11 +533,10 @@ def points_table(doc_text):
 
 def docs_problems(lec, text=None):
     """The page's table of exercises and its total against the manifest's tests."""
-    path = os.path.join("docs", f"{lec}.md")
+    path = lectures.page_path(lec)
     if text is None:
         try:
-            with open(path) as f:
-                text = f.read()
+            text = lectures.page(lec)
         except OSError as e:
             return [f"{path}: {e.strerror}"]
     tests = lectures.load(lec).TESTS
@@ -591,13 +588,11 @@ def docs_problems(lec, text=None):
     return out
 
 
-def test_lectures(s):
-    s.section("lectures: each one unit, found by looking")
-    names = lectures.names()
-    s.record(f"lectures found: {', '.join(names)}", bool(names), [])
+def names_outside(files, owned):
+    """'file:line: text' for each line naming a lecture in a file outside `owned`."""
     bad = []
-    for f in project_files():
-        if PLACES.match(f) or f.endswith((".png", ".svg")):
+    for f in files:
+        if f.startswith(owned) or f.endswith((".png", ".svg")):
             continue
         try:
             with open(f, errors="replace") as fh:
@@ -606,16 +601,31 @@ def test_lectures(s):
                         bad.append(f"{f}:{k}: {line.strip()[:100]}")
         except OSError:
             continue
+    return bad
+
+
+def test_lectures(s):
+    s.section("lectures: each one unit, found by looking")
+    names = lectures.names()
+    s.record(f"lectures found: {', '.join(names)}", bool(names), [])
+    # Prose may name lectures: the README and the docs; code only in its lecture's places.
+    owned = tuple(p for lec in names for p in lectures.places(lec)) + ("README.md", "docs/")
+    bad = names_outside(project_files(), owned)
     s.record("no file outside a lecture's own places (and README/docs prose) names a lecture",
              not bad, bad)
+    stray = os.path.join(fresh("names"), "x.py")
+    with open(stray, "w") as f:
+        f.write("# harmless\nfrom lectures." + "lc2" + "_dp import ddp\n")
+    found = names_outside([stray, lectures.places(names[0])[1] + "x.c"], owned)
+    s.record("a file outside the lectures' places that names one is reported, with its line "
+             "(negative control)", len(found) == 1 and ":2:" in found[0], found)
     bad = [p for lec in names for p in docs_problems(lec)]
     s.record("docs: every lecture page's table of exercises and total points match its tests",
              not bad, bad)
     # Negative control: a page whose table gives an exercise one point too many and
     # whose total is gone must be reported twice.
     lec = names[0]
-    with open(os.path.join("docs", f"{lec}.md")) as f:
-        page = f.read()
+    page = lectures.page(lec)
     row = re.search(r"^(\| \[`[\w.]+`\]\(#[\w-]+\) \| .*? \| )(\d+)( \|)$", page, re.M)
     broken = page.replace(row.group(0), row.group(1) + str(int(row.group(2)) + 1) + row.group(3))
     broken = re.sub(r"the lecture is worth \d+ points", "the lecture is worth a lot", broken)

@@ -16,6 +16,8 @@ import shutil
 import subprocess
 import sys
 
+import lectures
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -143,11 +145,6 @@ def mutant_patch():
             f" {lines[at + 1]}\n")
 
 
-def lecture_places(name):
-    return (f"{name}/", f"solutions/{name}/", f"grader/lectures/{name}/",
-            f"grader/mutants/{name}/", f"docs/{name}.md")
-
-
 def tree_files(root):
     """Every file of the tree but build/ and caches, relative to root."""
     out = []
@@ -207,7 +204,7 @@ def check(work):
     """[(what, ok, details)]: the throwaway lecture graded in a copy of the tree."""
     root = os.path.join(work, "tree")
     copy_tree(root)
-    places = lecture_places(NAME)
+    places = lectures.places(NAME)
     before = digests(root, places)
     write(root, f"solutions/{NAME}/{EXERCISE}.c", SOLUTION)
     write(root, f"grader/lectures/{NAME}/__init__.py", MANIFEST)
@@ -250,4 +247,10 @@ def check(work):
     after = digests(root, places)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     out.append(("no file outside the lecture's own places was touched", not changed, changed))
+    # Negative control: a shared file edited in the copy must show.
+    with open(os.path.join(root, "Makefile"), "a") as f:
+        f.write("# edited\n")
+    seen = sorted(k for k, v in digests(root, places).items() if after.get(k) != v)
+    out.append(("an edit to a shared file (the Makefile) is seen (negative control)",
+                seen == ["Makefile"], seen))
     return out

@@ -56,3 +56,21 @@ def exercises(name):
 def functions(name, exercise):
     """The functions the grader tests in one exercise."""
     return [t.name for t in load(name).TESTS if t.exercise == exercise]
+
+
+def places(name):
+    """Where everything a lecture owns lives, as path prefixes from the project's root;
+    nothing outside them may name it."""
+    return (f"{name}/", f"solutions/{name}/", f"grader/lectures/{name}/",
+            f"grader/mutants/{name}/", page_path(name))
+
+
+def page_path(name):
+    """The lecture's page: docs/<lecture>.md, relative to the project's root."""
+    return os.path.join("docs", f"{name}.md")
+
+
+def page(name):
+    """The text of the lecture's page (OSError when it cannot be read)."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(HERE)), page_path(name))) as f:
+        return f.read()
