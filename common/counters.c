@@ -22,6 +22,7 @@ typedef struct {
     char comm; /* xti_comm_kind */
     int peer, tag;
     long bytes;
+    const char *compute; /* xti.compute when it happened */
 } event;
 
 enum { MAX_EVENTS = 1 << 20 };
@@ -39,7 +40,7 @@ static void add_event(int fn, char dir, int peer, int tag, long bytes, char comm
         events = realloc(events, (size_t)cap_events * sizeof *events);
         XT_CHECK(events, "out of memory for the MPI event log");
     }
-    events[n_events++] = (event){(short)fn, dir, comm, peer, tag, bytes};
+    events[n_events++] = (event){(short)fn, dir, comm, peer, tag, bytes, xti.compute};
 }
 
 void xti_count_call(int fn)
@@ -136,11 +137,13 @@ void xt_mpi_stats_write(const char *path)
 void xti_counters_write(FILE *f)
 {
     write_table(f, stats);
-    fprintf(f, "# event: function S|R|C peer tag bytes communicator(case|world|self|other)\n");
+    fprintf(f, "# event: function S|R|C peer tag bytes communicator(case|world|self|other) "
+               "[libxt computation running]\n");
     for (long i = 0; i < n_events; i++) {
         const event *e = &events[i];
-        fprintf(f, "E %s %c %d %d %ld %s\n", xti_fn_name[e->fn], e->dir, e->peer, e->tag, e->bytes,
-                xti_comm_kind_name(e->comm));
+        fprintf(f, "E %s %c %d %d %ld %s%s%s\n", xti_fn_name[e->fn], e->dir, e->peer, e->tag,
+                e->bytes, xti_comm_kind_name(e->comm), e->compute ? " " : "",
+                e->compute ? e->compute : "");
     }
     if (dropped_events)
         fprintf(f, "D %ld\n", dropped_events);

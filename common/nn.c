@@ -477,6 +477,9 @@ void xt_mlp_backward_layer(xt_mlp *m, int l, const float *layer_params, float *l
 
 float xt_mlp_backward(xt_mlp *m, const void *target, float scale, xt_grad_hook hook, void *ctx)
 {
+    /* MPI calls made from here to the return (the hooks') are logged as inside backward. */
+    const char *outer = xti.compute;
+    xti.compute = "backward";
     float loss = xt_mlp_loss_grad(m, target, scale);
     for (int l = m->nlayers - 1; l >= 0; l--) {
         long off = xt_mlp_layer_offset(m, l);
@@ -484,6 +487,7 @@ float xt_mlp_backward(xt_mlp *m, const void *target, float scale, xt_grad_hook h
         if (hook)
             hook(m, l, ctx);
     }
+    xti.compute = outer;
     return loss;
 }
 

@@ -5,7 +5,8 @@
  *     # xt case record, rank 1 of the case (world rank 5)
  *     T 0.000412                        the seconds the function took
  *     C MPI_Send p2p 3 3 0 96 0         counters per function (counters.c)
- *     E MPI_Send S 2 0 32 case          one line per message (counters.c)
+ *     E MPI_Send S 2 0 32 case          one line per message (counters.c), with
+ *     E MPI_Iallreduce C -1 -1 96 case backward   the libxt computation running, if any
  *     N RACE ...                        notes (notes.c)
  *     M params 4096 4096                memory per kind (mem.c)
  *     END

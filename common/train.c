@@ -100,6 +100,13 @@ void xt_train_case_output(xt_train_case *t, int step)
     }
 }
 
+void xt_train_case_loss(xt_train_case *t, int step, float loss)
+{
+    char name[64];
+    snprintf(name, sizeof name, "step%d_loss", step + 1);
+    xt_case_output(t->c, name, &loss, XT_F32, 1);
+}
+
 /* Rank r's pieces (lo, count) placed into a full, NaN-filled copy on every rank. */
 static float *gather_pieces(MPI_Comm comm, long nparams, const float *shard, long lo, long count)
 {

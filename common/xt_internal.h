@@ -84,6 +84,10 @@ typedef struct {
     int case_np;
     MPI_Comm case_comm;    /* MPI_COMM_NULL outside a case */
     double watchdog_limit; /* seconds; 0: off */
+    /* The libxt computation running now ("backward": inside xt_mlp_backward, its hooks
+     * included), or NULL: each MPI event is tagged with it, so that the grader can tell
+     * communication overlapped with a computation from communication after it. */
+    const char *compute;
 } xti_globals;
 extern xti_globals xti;
 

@@ -236,7 +236,8 @@ int xt_all_finite(const float *x, long n);                     /* no inf, no NaN
  * step's batch, x (steps x rows x dims[0]) and y (targets as
  * xt_mlp_backward takes them), and w0, its initial weights (rank 0's are the
  * real ones; the others start elsewhere on purpose). After each step
- * xt_train_case_output writes every tensor as "step<s>_<name>", s from 1.
+ * xt_train_case_output writes every tensor as "step<s>_<name>", s from 1,
+ * and xt_train_case_loss the loss the step returned as "step<s>_loss".
  */
 typedef struct {
     xt_case *c;
@@ -252,6 +253,7 @@ xt_train_case xt_train_case_begin(xt_case *c);
 const float *xt_train_case_x(const xt_train_case *t, int step);
 const void *xt_train_case_target(const xt_train_case *t, int step);
 void xt_train_case_output(xt_train_case *t, int step);
+void xt_train_case_loss(xt_train_case *t, int step, float loss);
 /*
  * The same outputs when the parameters are sharded (ZeRO-3): each rank holds
  * `count` of them from flat index `lo`; the pieces are gathered (through

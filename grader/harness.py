@@ -44,6 +44,7 @@ class Event:
     tag: int
     bytes: int
     comm: str  # case, world, self, other
+    compute: str = ""  # the libxt computation it happened inside ("backward"), or ""
 
 
 @dataclasses.dataclass
@@ -86,8 +87,9 @@ def read_record(path):
             _, fn, kind, *nums = line.split()
             rec.calls[fn] = CallStats(kind, *map(int, nums))
         elif line.startswith("E "):
-            _, fn, d, peer, tag, nbytes, comm = line.split()
-            rec.events.append(Event(fn, d, int(peer), int(tag), int(nbytes), comm))
+            _, fn, d, peer, tag, nbytes, comm, *compute = line.split()
+            rec.events.append(Event(fn, d, int(peer), int(tag), int(nbytes), comm,
+                                    compute[0] if compute else ""))
         elif line.startswith("N "):
             _, kind, text = line.split(" ", 2)
             rec.notes.append((kind, text))

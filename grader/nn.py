@@ -150,6 +150,11 @@ class Mlp:
             hs.append(h)
         return h, (hs, pres)
 
+    def mean_loss(self, flat, x, target):
+        """The loss (mean over rows), float64."""
+        out, _ = self.forward(flat, x)
+        return loss_and_grad(self.loss, out, target)[0]
+
     def loss_and_grads(self, flat, x, target):
         """The loss (mean over rows) and its gradient, flat, float64."""
         p = self.views(np.asarray(flat, dtype=np.float64))

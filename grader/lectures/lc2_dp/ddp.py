@@ -16,8 +16,9 @@ weights by 1e-3 or more.
 import numpy as np
 
 from spec import amount, Relative, test
-from training import (allreduce_budget, global_batches, identical_on_all_ranks, model_of, MODELS,
-                      step_outputs, STEPS, training_case, training_inputs, training_label)
+from training import (allreduce_budget, global_batches, identical_on_all_ranks, is_loss,
+                      LOSS_TOLERANCE, model_of, MODELS, step_losses, step_outputs, STEPS,
+                      training_case, training_inputs, training_label)
 
 LR = "0.1"  # a decimal that the C side parses with atof: the same float everywhere
 NPS_DDP = (1, 2, 3, 4)
@@ -39,11 +40,12 @@ def sgd_reference(case, inputs):
     """Full-batch SGD from rank 0's weights on the whole global batch of each step."""
     m = model_of(case)
     weights = m.sgd_steps(inputs["w0"][0], global_batches(case, inputs), float(LR))
-    return [step_outputs(m, weights) for _ in range(case.np)]
+    return [{**step_outputs(m, weights), **losses}
+            for losses in step_losses(case, inputs, weights)]
 
 
 def sgd_tolerance(case, inputs, name, rank):
-    return Relative(2e-5, 2e-5)
+    return LOSS_TOLERANCE if is_loss(name) else Relative(2e-5, 2e-5)
 
 
 def plan_buckets(m, cap):
@@ -62,6 +64,24 @@ def plan_buckets(m, cap):
     if size:
         buckets.append((lo, hi))
     return buckets
+
+
+def started_inside_backward(case, inputs, records):
+    """Every bucket's MPI_Iallreduce is started inside xt_mlp_backward (by its hook),
+    so that it overlaps the rest of backward; one started after backward returned
+    has the right calls and bytes and overlaps nothing."""
+    out = []
+    for r, rec in enumerate(records):
+        starts = [e for e in rec.events if e.fn == "MPI_Iallreduce"]
+        late = [e for e in starts if e.compute != "backward"]
+        if late:
+            out.append((r, f"rank {r} started {len(late)} of its {len(starts)} MPI_Iallreduce "
+                           f"calls after backward returned: a bucket's all-reduce starts in "
+                           f"backward's hook (on_layer_done) as soon as backward has filled it, "
+                           f"so that it overlaps the rest of backward (the last bucket starts "
+                           f"in layer 0's hook, still inside backward)"))
+            break
+    return out
 
 
 # ------------------------------------------------------------------- tests
@@ -88,7 +108,8 @@ def ddp_naive_step(rng):
                               "last tensor backwards and closed once they hold >= cap bytes",
                               blocking_why="a bucket is all-reduced with MPI_Iallreduce: a "
                                            "blocking all-reduce stops backward until it is "
-                                           "done, so nothing overlaps")],
+                                           "done, so nothing overlaps"),
+             started_inside_backward],
       hint="a bucket is tensors from the last backwards until >= cap bytes, started with "
            "MPI_Iallreduce once backward has filled it, and waited for before the update")
 def ddp_bucketed_step(rng):

@@ -248,7 +248,7 @@ def mixed_check(case, inputs, outs):
         for s in range(1, case["steps"] + 1):
             got = {}
             for what, size in (("master", n), ("compute", n), ("grad", n), ("scale", 1),
-                               ("skipped", 1)):
+                               ("skipped", 1), ("loss", 1)):
                 key = f"step{s}_{what}"
                 a = o.get(key)
                 if a is None:
@@ -294,7 +294,13 @@ def mixed_check(case, inputs, outs):
                 clean = 0
             else:
                 # c: the gradient: bf16 values at the scale in force, unscaled.
-                _, g64 = m.loss_and_grads(got["compute"].astype(np.float64), x[s - 1], y[s - 1])
+                loss, g64 = m.loss_and_grads(got["compute"].astype(np.float64), x[s - 1],
+                                             y[s - 1])
+                if not abs(float(got["loss"][0]) - loss) <= 1e-5 * (1 + abs(loss)):
+                    return [(r, f"{where}: 'step{s}_loss' expected {fmt(loss)} got "
+                                f"{fmt(got['loss'][0])}: *loss is the loss of this step's "
+                                f"compute copy on the rank's rows, unscaled, as xt_mlp_backward "
+                                f"returns it")]
                 scaled = (g64 * float(scale)).astype(np.float32)
                 want = nn.bf16_round(scaled).astype(np.float64) / float(scale)
                 g = got["grad"].astype(np.float64)

@@ -33,8 +33,9 @@ allocated with malloc instead of xt_alloc is not counted and fails that.
 """
 
 from spec import amount, Relative, test
-from training import (allreduce_budget, global_batches, identical_on_all_ranks, model_of, MODELS,
-                      step_outputs, STEPS, training_case, training_inputs, training_label)
+from training import (allreduce_budget, global_batches, identical_on_all_ranks, is_loss,
+                      LOSS_TOLERANCE, model_of, MODELS, step_losses, step_outputs, STEPS,
+                      training_case, training_inputs, training_label)
 
 LR = "0.01"
 ADAM = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-3", "wd": "0.01"}
@@ -70,11 +71,11 @@ def adam_reference(case, inputs):
     hp = {"lr": case["lr"], **{k: case[k] for k in ADAM}}
     weights = m.adam_steps(inputs["w0"][0], global_batches(case, inputs), hp)
     out = step_outputs(m, weights)
-    return [out for _ in range(case.np)]
+    return [{**out, **losses} for losses in step_losses(case, inputs, weights)]
 
 
 def adam_tolerance(case, inputs, name, rank):
-    return Relative(1e-5, 1e-5)
+    return LOSS_TOLERANCE if is_loss(name) else Relative(1e-5, 1e-5)
 
 
 # --------------------------------------------------------------------- memory
