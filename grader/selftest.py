@@ -695,24 +695,53 @@ def test_mutants(s):
             s.record(f"{o.name}: {o.summary}"[:150], o.ok, o.details)
 
 
-def leftover_processes():
+# Every process make test starts inherits this variable (mpirun passes it on to the
+# ranks), so the leftover check finds this run's processes and not those of a grade
+# running in another terminal.
+TOKEN_NAME = "XT_SELFTEST_RUN"
+
+
+def leftover_processes(token):
+    """This run's processes still alive, but for this one: '<pid>: <command line>'."""
     me = os.getpid()
-    root = os.path.abspath("build")
+    mark = f"{TOKEN_NAME}={token}".encode()
     left = []
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
         try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if mark not in f.read().split(b"\0"):
+                    continue
             with open(f"/proc/{name}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
             with open(f"/proc/{name}/stat") as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if state != "Z" and (cmd.startswith(("mpirun", "orted", "prted")) or root in cmd or
-                             " build/" in f" {cmd}"):
+        if state != "Z":
             left.append(f"{name}: {cmd}")
     return left
+
+
+def test_cleanup(s, token):
+    s.section("cleanup")
+    # Negative control: a process of this run is found, one started without the
+    # variable (as from another terminal) is not.
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_NAME}
+    ours = subprocess.Popen(["sleep", "30"])
+    other = subprocess.Popen(["sleep", "30"], env=env)
+    try:
+        found = leftover_processes(token)
+        mine, theirs = f"{ours.pid}: sleep 30", f"{other.pid}: sleep 30"
+        s.record("leftover check: this run's process found, another terminal's ignored "
+                 "(negative control)", mine in found and theirs not in found, found)
+    finally:
+        for p in (ours, other):
+            p.kill()
+            p.wait()
+    left = leftover_processes(token)
+    s.record("no mpirun or exercise process of this run left behind", not left, left)
 
 
 def main():
@@ -726,6 +755,8 @@ def main():
     os.makedirs(WORK, exist_ok=True)
     s = Suite()
     start = time.monotonic()
+    token = f"{os.getpid()}.{time.time_ns()}"
+    os.environ[TOKEN_NAME] = token
     sections = [("build", lambda: test_build(s, args.cuda)), ("format", lambda: test_format(s)),
                 ("libxt", lambda: libxt(s)), ("grader", lambda: test_grader_units(s)),
                 ("stubs", lambda: test_stubs(s)), ("lectures", lambda: test_lectures(s)),
@@ -735,9 +766,7 @@ def main():
         if args.only and args.only not in name:
             continue
         run()
-    s.section("cleanup")
-    left = leftover_processes()
-    s.record("no mpirun or exercise process left behind", not left, left)
+    test_cleanup(s, token)
     print(f"\n({time.monotonic() - start:.0f} s)")
     if s.failures:
         print("failed: " + "; ".join(s.failures))
