@@ -92,9 +92,10 @@ static void run_case(xt_case *c)
     size_t cap = (size_t)xt_case_int(c, "bucket_bytes");
     MPI_Bcast(d.model.params, (int)d.model.nparams, MPI_FLOAT, 0, d.comm);
     for (int s = 0; s < d.steps; s++) {
-        ddp_bucketed_step(&d.model, xt_train_case_x(&d, s), xt_train_case_target(&d, s), d.rows,
-                          d.lr, cap, d.comm);
+        float loss = ddp_bucketed_step(&d.model, xt_train_case_x(&d, s),
+                                       xt_train_case_target(&d, s), d.rows, d.lr, cap, d.comm);
         xt_train_case_output(&d, s);
+        xt_train_case_loss(&d, s, loss);
     }
     xt_train_case_end(&d);
 }

@@ -38,7 +38,7 @@ float ddp_accum_step(xt_mlp *m, const float *x, const void *target, int rows, in
      *   a single SGD step of one process on the whole global batch: `micro` micro-batches of
      *   rows / micro rows, each weighing 1/micro, then the mean over ranks. Exactly one
      *   all-reduce per step, after the last micro-batch, of exactly 4 nparams bytes (the
-     *   gradients only, not the loss). Return the mean of the micro-batch losses (not graded).
+     *   gradients only). Returned, and checked: the mean of this rank's micro-batch losses.
      */
     XT_TODO("accumulate micro-batches, all-reduce once.", m, x, target, rows, micro, lr, comm);
 }
@@ -49,9 +49,10 @@ static void run_case(xt_case *c)
     int micro = (int)xt_case_int(c, "micro");
     MPI_Bcast(d.model.params, (int)d.model.nparams, MPI_FLOAT, 0, d.comm);
     for (int s = 0; s < d.steps; s++) {
-        ddp_accum_step(&d.model, xt_train_case_x(&d, s), xt_train_case_target(&d, s), d.rows, micro,
-                       d.lr, d.comm);
+        float loss = ddp_accum_step(&d.model, xt_train_case_x(&d, s), xt_train_case_target(&d, s),
+                                    d.rows, micro, d.lr, d.comm);
         xt_train_case_output(&d, s);
+        xt_train_case_loss(&d, s, loss);
     }
     xt_train_case_end(&d);
 }

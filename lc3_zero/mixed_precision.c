@@ -100,7 +100,7 @@ int mixed_precision_step(mixed_state *s, xt_mlp *m, const float *x, const void *
      *   Else (return 0) m->grads = the gradient at loss scale s->scale, rounded to bf16, divided
      *   by the scale (one bf16 ulp; grad x scale a bf16 value exactly), and the master = float64
      *   AdamW on it within 2e-6 (lr + |w|). The scale: halved on a skip, doubled after
-     *   s->interval clean steps in a row, both resetting s->clean. *loss: backward's return.
+     *   s->interval clean steps in a row, both resetting s->clean. *loss: backward's (unscaled).
      */
     XT_TODO("round, backward at the loss scale, skip or update.", s, m, x, target, rows, loss);
 }
@@ -134,6 +134,7 @@ static void run_case(xt_case *c)
         xt_case_output(c, name, &s.scale, XT_F32, 1);
         snprintf(name, sizeof name, "step%d_skipped", k + 1);
         xt_case_output(c, name, &skipped, XT_I32, 1);
+        xt_train_case_loss(&t, k, loss);
     }
     mixed_free(&s);
     xt_train_case_end(&t);
