@@ -10,4 +10,5 @@ xti_globals xti = {
     .status_fd = -1,
     .case_index = -1,
     .case_comm = MPI_COMM_NULL,
+    .compute_at = -1,
 };

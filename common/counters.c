@@ -22,7 +22,8 @@ typedef struct {
     char comm; /* xti_comm_kind */
     int peer, tag;
     long bytes;
-    const char *compute; /* xti.compute when it happened */
+    const char *compute; /* xti.compute and xti.compute_at when it happened */
+    int compute_at;
 } event;
 
 enum { MAX_EVENTS = 1 << 20 };
@@ -40,7 +41,8 @@ static void add_event(int fn, char dir, int peer, int tag, long bytes, char comm
         events = realloc(events, (size_t)cap_events * sizeof *events);
         XT_CHECK(events, "out of memory for the MPI event log");
     }
-    events[n_events++] = (event){(short)fn, dir, comm, peer, tag, bytes, xti.compute};
+    events[n_events++] =
+        (event){(short)fn, dir, comm, peer, tag, bytes, xti.compute, xti.compute_at};
 }
 
 void xti_count_call(int fn)
@@ -138,12 +140,16 @@ void xti_counters_write(FILE *f)
 {
     write_table(f, stats);
     fprintf(f, "# event: function S|R|C peer tag bytes communicator(case|world|self|other) "
-               "[libxt computation running]\n");
+               "[libxt computation running[:layer whose hook runs]]\n");
     for (long i = 0; i < n_events; i++) {
         const event *e = &events[i];
-        fprintf(f, "E %s %c %d %d %ld %s%s%s\n", xti_fn_name[e->fn], e->dir, e->peer, e->tag,
-                e->bytes, xti_comm_kind_name(e->comm), e->compute ? " " : "",
-                e->compute ? e->compute : "");
+        fprintf(f, "E %s %c %d %d %ld %s", xti_fn_name[e->fn], e->dir, e->peer, e->tag, e->bytes,
+                xti_comm_kind_name(e->comm));
+        if (e->compute)
+            fprintf(f, " %s", e->compute);
+        if (e->compute && e->compute_at >= 0)
+            fprintf(f, ":%d", e->compute_at);
+        fputc('\n', f);
     }
     if (dropped_events)
         fprintf(f, "D %ld\n", dropped_events);

@@ -479,15 +479,21 @@ float xt_mlp_backward(xt_mlp *m, const void *target, float scale, xt_grad_hook h
 {
     /* MPI calls made from here to the return (the hooks') are logged as inside backward. */
     const char *outer = xti.compute;
+    int outer_at = xti.compute_at;
     xti.compute = "backward";
+    xti.compute_at = -1;
     float loss = xt_mlp_loss_grad(m, target, scale);
     for (int l = m->nlayers - 1; l >= 0; l--) {
         long off = xt_mlp_layer_offset(m, l);
         xt_mlp_backward_layer(m, l, m->params + off, m->grads + off);
-        if (hook)
+        if (hook) {
+            xti.compute_at = l;
             hook(m, l, ctx);
+            xti.compute_at = -1;
+        }
     }
     xti.compute = outer;
+    xti.compute_at = outer_at;
     return loss;
 }
 

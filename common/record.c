@@ -6,7 +6,8 @@
  *     T 0.000412                        the seconds the function took
  *     C MPI_Send p2p 3 3 0 96 0         counters per function (counters.c)
  *     E MPI_Send S 2 0 32 case          one line per message (counters.c), with
- *     E MPI_Iallreduce C -1 -1 96 case backward   the libxt computation running, if any
+ *     E MPI_Iallreduce C -1 -1 96 case backward:2  the libxt computation running, if
+ *                                       any (here: the hook after layer 2's backward)
  *     N RACE ...                        notes (notes.c)
  *     M params 4096 4096                memory per kind (mem.c)
  *     END

@@ -85,9 +85,11 @@ typedef struct {
     MPI_Comm case_comm;    /* MPI_COMM_NULL outside a case */
     double watchdog_limit; /* seconds; 0: off */
     /* The libxt computation running now ("backward": inside xt_mlp_backward, its hooks
-     * included), or NULL: each MPI event is tagged with it, so that the grader can tell
-     * communication overlapped with a computation from communication after it. */
+     * included), or NULL, and where in it (the layer whose hook is running), or -1: each
+     * MPI event is tagged with both, so that the grader can tell communication overlapped
+     * with a computation from communication after it. */
     const char *compute;
+    int compute_at;
 } xti_globals;
 extern xti_globals xti;
 

@@ -45,6 +45,7 @@ class Event:
     bytes: int
     comm: str  # case, world, self, other
     compute: str = ""  # the libxt computation it happened inside ("backward"), or ""
+    compute_at: int = -1  # where in it: the layer whose hook was running, or -1
 
 
 @dataclasses.dataclass
@@ -87,9 +88,10 @@ def read_record(path):
             _, fn, kind, *nums = line.split()
             rec.calls[fn] = CallStats(kind, *map(int, nums))
         elif line.startswith("E "):
-            _, fn, d, peer, tag, nbytes, comm, *compute = line.split()
-            rec.events.append(Event(fn, d, int(peer), int(tag), int(nbytes), comm,
-                                    compute[0] if compute else ""))
+            _, fn, d, peer, tag, nbytes, comm, *inside = line.split()
+            compute, _, at = (inside[0] if inside else "").partition(":")
+            rec.events.append(Event(fn, d, int(peer), int(tag), int(nbytes), comm, compute,
+                                    int(at) if at else -1))
         elif line.startswith("N "):
             _, kind, text = line.split(" ", 2)
             rec.notes.append((kind, text))

@@ -78,9 +78,9 @@ void on_layer_done(xt_mlp *m, int layer, void *ctx)
 {
     /*
      * TODO: start every bucket that backward has now completed.
-     *   One in-place MPI_Iallreduce (SUM) per bucket, in plan order, once backward has completed
-     *   its first_layer: earlier, it sums half-computed gradients (WRONG); a blocking MPI_Allreduce
-     *   is a RULE. Progress calls on started buckets (MPI_Testall) are not counted.
+     *   One in-place MPI_Iallreduce (SUM) per bucket, in plan order, in the hook of its first_layer:
+     *   earlier, it sums half-computed gradients (WRONG); later, it overlaps less of backward, and a
+     *   blocking MPI_Allreduce none (RULE). Progress calls on started buckets are not counted.
      */
     // BEGIN SOLUTION
     bucket_state *st = ctx;

@@ -66,20 +66,46 @@ def plan_buckets(m, cap):
     return buckets
 
 
-def started_inside_backward(case, inputs, records):
-    """Every bucket's MPI_Iallreduce is started inside xt_mlp_backward (by its hook),
-    so that it overlaps the rest of backward; one started after backward returned
-    has the right calls and bytes and overlaps nothing."""
+def bucket_layers(m, cap):
+    """The layer whose backward completes each bucket of plan_buckets(m, cap): its lowest
+    tensor's (W<l> and b<l> are layer l's)."""
+    layer_at = {off: int(name[1:]) for name, off, _ in m.tensors}
+    return [layer_at[lo] for lo, _ in plan_buckets(m, cap)]
+
+
+def below(layer):
+    """'layer 0', 'layers 2 down to 0': what backward computes after `layer`."""
+    return "layer 0" if layer == 1 else f"layers {layer - 1} down to 0"
+
+
+def started_in_its_hook(case, inputs, records):
+    """Every bucket's MPI_Iallreduce starts in backward's hook for the layer that completes
+    the bucket (libxt tags each MPI call made in a hook with backward and the layer): later,
+    it overlaps less of backward, or none of it once backward has returned."""
+    firsts = bucket_layers(model_of(case), case["bucket_bytes"])
     out = []
     for r, rec in enumerate(records):
         starts = [e for e in rec.events if e.fn == "MPI_Iallreduce"]
-        late = [e for e in starts if e.compute != "backward"]
+        if len(starts) != STEPS * len(firsts):
+            continue  # the all-reduce budget reports it
+        late = [e for e in starts if e.compute != "backward" or e.compute_at < 0]
         if late:
             out.append((r, f"rank {r} started {len(late)} of its {len(starts)} MPI_Iallreduce "
                            f"calls after backward returned: a bucket's all-reduce starts in "
                            f"backward's hook (on_layer_done) as soon as backward has filled it, "
                            f"so that it overlaps the rest of backward (the last bucket starts "
                            f"in layer 0's hook, still inside backward)"))
+            break
+        for i, e in enumerate(starts):
+            step, k, want = i // len(firsts) + 1, i % len(firsts), firsts[i % len(firsts)]
+            if e.compute_at < want:
+                out.append((r, f"rank {r} started bucket {k} of step {step} in layer "
+                               f"{e.compute_at}'s hook, but backward completed it at layer "
+                               f"{want} (its lowest tensor's): start each bucket in the hook "
+                               f"of the layer that completes it, so that it travels while "
+                               f"backward computes {below(want)}"))
+                break
+        if out:
             break
     return out
 
@@ -109,7 +135,7 @@ def ddp_naive_step(rng):
                               blocking_why="a bucket is all-reduced with MPI_Iallreduce: a "
                                            "blocking all-reduce stops backward until it is "
                                            "done, so nothing overlaps"),
-             started_inside_backward],
+             started_in_its_hook],
       hint="a bucket is tensors from the last backwards until >= cap bytes, started with "
            "MPI_Iallreduce once backward has filled it, and waited for before the update")
 def ddp_bucketed_step(rng):
