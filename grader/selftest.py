@@ -417,6 +417,44 @@ def test_grader_units(s):
         bad.append(f"a 4-line TODO over a 9-line solution: {over}")
     s.record("hints: three levels read in order; a missing or empty level, no Hints heading, and a "
              "TODO over its bound are refused", not bad, bad)
+    test_rounds(s)
+
+
+def test_rounds(s):
+    """spec.message_rounds on hand-made logs: the binomial broadcast at np = 8 sending to
+    its largest subtree first, then its smallest; and a log that stalls."""
+    def bcast(largest_first):
+        recs = [harness.Record() for _ in range(8)]
+        for v in range(8):
+            low = (v & -v) or 8
+            if v:
+                recs[v].events.append(harness.Event("MPI_Recv", "R", v - low, 0, 4, "case"))
+            for m in sorted((m for m in (1, 2, 4) if m < low), reverse=largest_first):
+                recs[v].events.append(harness.Event("MPI_Send", "S", v + m, 0, 4, "case"))
+        return recs
+
+    def deepest(recs):
+        return max((m.round for m in spec.message_rounds(recs)), default=0)
+
+    rule = spec.max_rounds(lambda c, i: 3, "the tree takes 3", "largest first")
+    big, small = bcast(True), bcast(False)
+    report = rule(None, None, small)
+    # Rank 1 waits for a message rank 0 never sent; rank 0's own send still counts.
+    stalled = [harness.Record(events=[harness.Event("MPI_Send", "S", 2, 0, 4, "case")]),
+               harness.Record(events=[harness.Event("MPI_Recv", "R", 0, 0, 4, "case"),
+                                      harness.Event("MPI_Send", "S", 2, 0, 4, "case")]),
+               harness.Record(events=[harness.Event("MPI_Recv", "R", 1, 0, 4, "case")])]
+    try:
+        stall = [(m.src, m.dst, m.round, m.received) for m in spec.message_rounds(stalled)]
+    except Exception as e:  # the point: it must not raise
+        stall = repr(e)
+    want = "rank 7 received in round 6, at the end of the chain 0 -> 4 -> 6 -> 7"
+    s.record("rounds: the binomial broadcast at np=8 takes 3 rounds largest subtree first and 6 "
+             "smallest first (reported along 0 -> 4 -> 6 -> 7); a stalled log yields what it "
+             "replayed", deepest(big) == 3 and deepest(small) == 6 and not rule(None, None, big)
+             and len(report) == 1 and report[0][0] == 7 and want in report[0][1]
+             and stall == [(0, 2, 1, False)],
+             [f"largest first {deepest(big)}, smallest first {deepest(small)}", report, stall])
 
 
 def test_stubs(s):

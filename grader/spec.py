@@ -354,3 +354,97 @@ def ceil_log2(n):
 
 def itemsize(case):
     return np.dtype(case["dtype"]).itemsize
+
+
+# --------------------------------------------------------------------- rounds
+#
+# How deep a communication pattern is, under the telephone model: each rank
+# sends one message per round, its sends one after another in program order,
+# and a message leaves only after the receives logged before it on its rank.
+# Receiving costs no round of its own. A broadcast that sends to its smallest
+# subtree first sends the same messages as the binomial tree but is twice as
+# deep at np = 8; the counters cannot tell the two apart, the rounds can.
+
+@dataclasses.dataclass(eq=False)
+class Message:
+    """One send on the case's communicator, stamped with the round it goes out in."""
+    src: int
+    dst: int
+    tag: int
+    round: int
+    before: Optional["Message"]  # the message whose receipt last raised src's clock, if any
+    received: bool = False
+
+    def chain(self):
+        """The messages that lead to this one, first to last."""
+        out, m = [], self
+        while m is not None:
+            out.append(m)
+            m = m.before
+        return out[::-1]
+
+
+def message_rounds(records):
+    """Every message sent on the case's communicator, stamped with its round.
+
+    Each rank's clock starts at 0; a send adds one to its sender's clock and carries
+    it; a receive sets its rank's clock to the larger of the two. The k-th receive on
+    q from p with tag t is the k-th send from p to q with tag t (MPI's non-overtaking
+    order). Ranks are replayed until none can go on: a receive waits for its send to
+    be replayed. A log that cannot be replayed to its end (a receive whose send is
+    missing) yields the messages replayed so far.
+    """
+    logs = [[e for e in rec.events if e.comm == "case" and e.dir in ("S", "R")]
+            for rec in records]
+    n = len(logs)
+    at, clock, last_in = [0] * n, [0] * n, [None] * n
+    sent, taken, out = {}, {}, []
+    progress = True
+    while progress:
+        progress = False
+        for r in range(n):
+            while at[r] < len(logs[r]):
+                e = logs[r][at[r]]
+                if e.dir == "S":
+                    clock[r] += 1
+                    m = Message(r, e.peer, e.tag, clock[r], last_in[r])
+                    sent.setdefault((r, e.peer, e.tag), []).append(m)
+                    out.append(m)
+                else:
+                    key = (e.peer, r, e.tag)
+                    k = taken.get(key, 0)
+                    if k >= len(sent.get(key, ())):
+                        break
+                    taken[key] = k + 1
+                    m = sent[key][k]
+                    m.received = True
+                    if m.round > clock[r]:
+                        clock[r], last_in[r] = m.round, m
+                at[r] += 1
+                progress = True
+    return out
+
+
+def max_rounds(bound, formula, advice):
+    """The deepest message (message_rounds) goes out in round bound(case, inputs) or earlier.
+
+    formula names the bound (a string, or a function of the case); advice says how
+    the algorithm stays within it. The report follows the longest chain back.
+    """
+    def rule(case, inputs, records):
+        msgs = message_rounds(records)
+        cap = bound(case, inputs)
+        if not msgs or max(m.round for m in msgs) <= cap:
+            return []
+        last = max(msgs, key=lambda m: m.round)
+        chain = last.chain()
+        path = " -> ".join(str(r) for r in [chain[0].src] + [m.dst for m in chain])
+        where = (f"rank {last.dst} received in round {last.round}" if last.received else
+                 f"rank {last.src} sent to rank {last.dst} in round {last.round}")
+        name = formula(case) if callable(formula) else formula
+        return [(last.dst if last.received else last.src,
+                 f"{where}, at the end of the chain {path} (hops in rounds "
+                 f"{', '.join(str(m.round) for m in chain)}: a rank's sends take one round "
+                 f"each, in program order, after the receives before them); {name} = "
+                 f"{amount(cap, ' rounds')}: {advice}")]
+    return rule

@@ -49,6 +49,7 @@ void bcast_binomial(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm co
      * TODO: binomial-tree broadcast of the root's buf.
      *   Any root, any built-in dt, count 0 included; exact. Point-to-point only: no rank sends
      *   more than ceil(log2 np) messages; the root receives none, every other rank exactly one.
+     *   The last rank receives by round ceil(log2 np), a rank's sends taking one round each.
      */
     // BEGIN SOLUTION
     int rank, np;

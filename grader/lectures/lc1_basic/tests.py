@@ -11,7 +11,7 @@ parallel algorithm itself. Rules state the algorithm's cost exactly.
 import numpy as np
 
 from spec import (amount, bytes_sent_exactly, calls_exactly, ceil_log2, exact, itemsize,
-                  max_bytes_sent, max_messages, messages_exactly, NPS, only_calls,
+                  max_bytes_sent, max_messages, max_rounds, messages_exactly, NPS, only_calls,
                   point_to_point_only, random_values, reduce_ranks, reduction_tolerance, test)
 
 
@@ -141,6 +141,10 @@ def bcast_linear(rng):
           point_to_point_only,
           receives_once,
           max_messages(lambda c, i, r: ceil_log2(c.np), "a binomial tree: ceil(log2 np) rounds"),
+          max_rounds(lambda c, i: ceil_log2(c.np),
+                     "the binomial tree reaches every rank in ceil(log2 np)",
+                     "send to the largest subtree first, v + m for m from the largest power "
+                     "of two down"),
       ])
 def bcast_binomial(rng):
     return bcast_specs()
@@ -903,9 +907,26 @@ def rd_bytes(case, inputs, records):
     return out
 
 
+def rd_rounds(case, inputs):
+    """log2(p2) exchanges, each one round when both partners send at once, and with
+    a fold two more: the folded ranks' buffers in, then the result out."""
+    p2 = pow2_below(case.np)
+    return p2.bit_length() - 1 + (2 if case.np > p2 else 0)
+
+
+def rd_rounds_formula(case):
+    if case.np == pow2_below(case.np):
+        return f"recursive doubling at np={case.np} takes log2 np"
+    return (f"recursive doubling at np={case.np} takes log2 p2 + 2 (the fold in and the "
+            f"result out)")
+
+
 @test("fun_allreduce_rd", points=10, inputs=allreduce_inputs, reference=allreduce_reference,
       tolerance=allreduce_tolerance,
-      rules=[point_to_point_only, rd_messages, rd_bytes])
+      rules=[point_to_point_only, rd_messages, rd_bytes,
+             max_rounds(rd_rounds, rd_rounds_formula,
+                        "both partners of an exchange send before they receive (MPI_Sendrecv), "
+                        "so the exchange is one round; receiving first makes it two")])
 def allreduce_rd(rng):
     return [s for n in NPS for s in allreduce_specs(n)]
 
@@ -964,6 +985,10 @@ def one_signal_per_round(case, inputs, records):
           point_to_point_only, one_signal_per_round,
           bytes_sent_exactly(lambda c, i, r: 0, "a barrier's messages are signals and carry "
                                                 "no data: count 0"),
+          max_rounds(lambda c, i: ceil_log2(c.np),
+                     "the dissemination barrier takes ceil(log2 np)",
+                     "in round k each rank signals r + 2^k and hears from r - 2^k in one "
+                     "MPI_Sendrecv"),
       ])
 def barrier_dissemination(rng):
     """The last rank, rank 0 and a random rank arriving last."""
