@@ -4,7 +4,9 @@ One launch runs the cases of several tests (grader/spec.py) in one mpirun:
 the program reads DIR/cases.txt, runs every case on every group of np ranks
 of an 8-rank world, and writes outputs and MPI records per rank (libxt's case
 mode, common/case_run.c). If the launch dies (a TODO, a crash, a deadlock), the
-tests after the one that died run again in a fresh launch.
+tests after the one that died run again in a fresh launch. A test whose cases
+must end the run with the program's own error (spec.Test.refusal) runs each
+case in a launch of its own, after the others.
 
 Verdicts: OK, WRONG, RULE, TODO, CRASH, DEADLOCK, TIMEOUT, BUILD (and SKIPPED,
 not counted). A test's verdict is that of its first failing case.
@@ -230,6 +232,21 @@ def compare(name, expected, got, tol, rank):
 # -------------------------------------------------------------------- helpers
 
 
+def outputs_of(cdir, g, np_):
+    """Each rank's arrays by name: its outputs (an output overwrites the input file of
+    the same name)."""
+    return [{f[len(f"g{g}.r{r}."):-4]: np.load(os.path.join(cdir, f))
+             for f in sorted(os.listdir(cdir))
+             if f.startswith(f"g{g}.r{r}.") and f.endswith(".npy")}
+            for r in range(np_)]
+
+
+def scratch_dir(cdir, g):
+    """Group g's xt_case_scratch_dir in case directory cdir, as common/case.c makes it:
+    the files a program left there outlive the launch, for the grader to read."""
+    return os.path.join(cdir, f"g{g}.scratch")
+
+
 def stable_seed(*parts):
     h = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(h[:8], "little")
@@ -310,23 +327,26 @@ class Runner:
 
     def run(self, tests):
         results = {}
-        pending = list(tests)
-        n = 0
+        pending = [t for t in tests if not t.refusal]
+        self.launches = 0
         if os.path.isdir(self.work_dir):
             shutil.rmtree(self.work_dir, ignore_errors=True)
         while pending:
-            n += 1
-            done, pending = self.launch(pending, os.path.join(self.work_dir, f"launch{n}"))
+            done, pending = self.launch(pending, self.next_launch_dir())
             results.update(done)
+        for test in tests:
+            if test.refusal:
+                results[test.name] = self.refusals(test)
         return [results[t.name] for t in tests]
 
-    # One mpirun for the pending tests; returns (results, tests to run again).
-    def launch(self, tests, launch_dir):
+    def next_launch_dir(self):
+        self.launches += 1
+        return os.path.join(self.work_dir, f"launch{self.launches}")
+
+    def start(self, plan, launch_dir):
+        """Writes the inputs and cases.txt of plan, [(test, case, global index)], and runs
+        them in one mpirun: (world size, {index: inputs per group}, result, status lines)."""
         os.makedirs(launch_dir, exist_ok=True)
-        plan = []  # (test, case, global index)
-        for test in tests:
-            for case in self.cases_of(test):
-                plan.append((test, case, len(plan)))
         world = max((c.np for _, c, _ in plan), default=1)
         inputs = {}
         lines = ["# xt cases: case <k> np=<n> fn=<function> key=value ..."]
@@ -357,10 +377,20 @@ class Runner:
         with open(os.path.join(launch_dir, "run.sh"), "w") as f:
             f.write("#!/bin/sh\n# Runs these cases again, as the grader did.\n"
                     f"cd {os.getcwd()} && {launch.shell_line(cmd)}\n")
-        max_wd = max((t.watchdog or self.watchdog) for t in tests)
+        max_wd = max(((t.watchdog or self.watchdog) for t, _, _ in plan),
+                     default=self.watchdog)
         res = launch.run(cmd, timeout=60 + 2 * max_wd,
                          log_path=os.path.join(launch_dir, "output.txt"))
         status = read_status(launch_dir, world)
+        return world, inputs, res, status
+
+    # One mpirun for the pending tests; returns (results, tests to run again).
+    def launch(self, tests, launch_dir):
+        plan = []  # (test, case, global index)
+        for test in tests:
+            for case in self.cases_of(test):
+                plan.append((test, case, len(plan)))
+        world, inputs, res, status = self.start(plan, launch_dir)
 
         results, rerun = {}, []
         dead_case = None  # global index of the case the launch died in
@@ -410,6 +440,43 @@ class Runner:
             results[test.name] = r
         return results, rerun
 
+    def refusals(self, test):
+        """A test whose cases offer input the program must refuse: each case ends its
+        launch (xt_die aborts every rank), so each has a launch of its own; the first
+        case that is not refused as it should be gives the verdict."""
+        r = TestResult(test)
+        for case in self.cases_of(test):
+            r.launch_dir = self.next_launch_dir()
+            world, inputs, res, status = self.start([(test, case, 0)], r.launch_dir)
+            r.cases_run += 1
+            r.seconds += res.seconds  # the case has no record when it is refused
+            fail = self.refused(test, case, world, inputs[0], res, status, r.launch_dir)
+            if fail:
+                r.cases_failed = 1
+                r.verdict, r.lines = fail.kind, fail.lines
+                if test.hint and fail.kind in ("WRONG", "RULE"):
+                    r.lines.append(test.hint)
+                break
+        return r
+
+    def refused(self, test, case, world, inputs, res, status, launch_dir):
+        """None if the launch's one case ended in an error raised in the exercise's file
+        (xt_die, XT_CHECK) that test.refusal accepts; else the Failure. An error raised
+        elsewhere (libxt, the lecture's code) is no refusal: classify_death reports it."""
+        cdir = os.path.join(launch_dir, "c0")
+        mine = sorted((s for s in status if s.kind == "ERROR" and s.case == 0
+                       and s.text.startswith(self.ex.source + ":")), key=lambda s: s.us)
+        if mine:
+            s = mine[0]
+            text = s.text[len(self.ex.source) + 1:].split(": ", 1)[-1]
+            msg = test.refusal(case, inputs[max(s.group, 0)], text,
+                               scratch_dir(cdir, max(s.group, 0)))
+            return Failure("WRONG", case, [f"{case.label}: rank {s.rank}: {msg}"]) if msg else None
+        if status or self.read_case(launch_dir, 0, world, case.np) is None:
+            return self.classify_death(res, status, case, 0, world)
+        msg = test.refusal(case, inputs[0], None, scratch_dir(cdir, 0))
+        return Failure("WRONG", case, [f"{case.label}: {msg}"])
+
     def read_case(self, launch_dir, k, world, np_):
         """Records per group per rank, or None if any rank did not finish."""
         cdir = os.path.join(launch_dir, f"c{k}")
@@ -440,6 +507,11 @@ class Runner:
                 for kind, text in rec.notes:
                     if kind in ("RACE", "PENDING"):
                         return Failure("RULE", case, [f"{label}: rank {r} {text}"])
+            if test.files:
+                broken = test.files(case, inp, outputs_of(cdir, g, case.np),
+                                    scratch_dir(cdir, g))
+                if broken:
+                    return Failure("WRONG", case, [f"{label}: {broken[0][1]}"])
             if test.check and test.check_first:
                 fail = self.run_check(test, case, inp, cdir, g, label)
                 if fail:
@@ -474,13 +546,7 @@ class Runner:
         return None
 
     def run_check(self, test, case, inp, cdir, g, label):
-        # Each rank's arrays by name: its outputs (an output overwrites the input
-        # file of the same name).
-        outs = [{f[len(f"g{g}.r{r}."):-4]: np.load(os.path.join(cdir, f))
-                 for f in sorted(os.listdir(cdir))
-                 if f.startswith(f"g{g}.r{r}.") and f.endswith(".npy")}
-                for r in range(case.np)]
-        broken = test.check(case, inp, outs)
+        broken = test.check(case, inp, outputs_of(cdir, g, case.np))
         if broken:
             return Failure("WRONG", case, [f"{label}: {broken[0][1]}"])
         return None

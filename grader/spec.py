@@ -18,6 +18,17 @@ Each says:
                           expected array states (a barrier's timestamps, say);
                           returns [(rank, message)], each a WRONG; with
                           check_first it runs before the values are compared
+  files(case, inp, outs, dir)  optional: the files the program left in the case's
+                          xt_case_scratch_dir (dir), read after the launch (a
+                          checkpoint against its documented layout); returns
+                          [(rank, message)], each a WRONG, before check and the values
+  refusal(case, inp, error, dir)  optional: makes every case one that the program
+                          must refuse (a damaged checkpoint offered to a loader), by
+                          stopping with an error raised in the exercise's file
+                          (xt_die, XT_CHECK). That ends the launch, so each case runs
+                          in a launch of its own. error: the error's text, or None if
+                          the case ran to its end; returns None where the refusal is
+                          right, else the WRONG message (for error None, always one)
   device                  "cpu", or "cuda" for the programs graded by
                           DEVICE=cuda (lcN/<exercise>.cu)
   forbidden               symbols this exercise may not call (libxt's own copy
@@ -84,6 +95,8 @@ class Test:
     check: Optional[Callable] = None  # (case, inputs, [ {name: array} per rank ]) -> [(rank, msg)]
     device: str = "cpu"  # "cuda": graded only by DEVICE=cuda, from lcN/<exercise>.cu
     check_first: bool = False  # run check before comparing values (it explains them better)
+    files: Optional[Callable] = None  # (case, inputs, outs, scratch dir) -> [(rank, msg)]
+    refusal: Optional[Callable] = None  # (case, inputs, error text | None, scratch dir) -> msg
     # Symbols the exercise's object must not use, beyond every exercise's list
     # (harness.FORBIDDEN_SYMBOLS): [(regex, message with {} for the symbol)].
     forbidden: Sequence = ()

@@ -141,12 +141,13 @@ void zero_checkpoint_save(const zero_state *z, const xt_mlp *m, const char *dir,
 {
     /*
      * TODO: write this rank's shard, then mark the checkpoint complete.
-     *   The files are those of the header comment: DIR/shard-<rank>.bin from every rank, and
-     *   DIR/meta.bin from rank 0 once every shard is on disk. The grader reads them only through
-     *   your zero_checkpoint_load, at another world size. Files only through MPI-IO (the ckpt_*
-     *   helpers): fopen and open are refused. Over the case a rank may receive through MPI only
-     *   the weights' broadcast, the load's all-gather and 64 B: each rank writes its own shard,
-     *   no moments travel to rank 0.
+     *   The files are those of the header comment: DIR/shard-<rank>.bin from every rank (one
+     *   that holds no parameters too), DIR/meta.bin from rank 0 once every shard is on disk.
+     *   The grader reads them itself, byte for byte against that layout (every header field,
+     *   the size, the parameters, m and v this rank held), then through your loader at another
+     *   world size. Files only through MPI-IO (the ckpt_* helpers): fopen and open are refused.
+     *   Over the case a rank may receive through MPI only the weights' broadcast, the load's
+     *   all-gather and 64 B: each rank writes its own shard, no moments travel to rank 0.
      */
     // BEGIN SOLUTION
     int rank, np;
@@ -194,6 +195,8 @@ void zero_checkpoint_load(zero_state *z, xt_mlp *m, const char *dir, MPI_Comm co
      *   5e-5 + 2e-5 |w|. MPI budget per rank over the whole case: one all-gather of the
      *   parameters (4 np shard B received) and 64 B of metadata beyond the initial broadcast;
      *   the moments come from the files only. Files only through MPI-IO (fopen, open refused).
+     *   A damaged checkpoint (a file cut short, a shard of another save, a bad magic) must stop
+     *   the run: xt_die or XT_CHECK with a message that names the file.
      */
     // BEGIN SOLUTION
     char path[4096];
@@ -262,11 +265,12 @@ static void output_params(xt_train_case *t, const char *prefix)
 
 /*
  * np = max(save_np, load_np) ranks. Phase 1: ranks 0 .. save_np-1 train
- * steps1 ZeRO-1 steps from rank 0's weights and save. Everything is freed.
- * Phase 2: load_np ranks in a rotated order (new rank i is case rank
- * (i + 1) % np, so nobody finds its old shard in memory) load, and train
- * the remaining steps. Each step's global batch of `rows` rows is cut in
- * the current world's rank order.
+ * steps1 ZeRO-1 steps from rank 0's weights and save. Everything is freed
+ * (and in the grader's refusal cases the checkpoint damaged: the load must
+ * then stop with an error). Phase 2: load_np ranks in a rotated order (new
+ * rank i is case rank (i + 1) % np, so nobody finds its old shard in
+ * memory) load, and train the remaining steps. Each step's global batch of
+ * `rows` rows is cut in the current world's rank order.
  */
 static void run_case(xt_case *c)
 {
@@ -301,6 +305,7 @@ static void run_case(xt_case *c)
     }
     memset(t.model.params, 0, xt_alloc_size(t.model.params)); /* nothing carries over */
     MPI_Barrier(t.comm);                                      /* the job ends here and restarts */
+    zero_checkpoint_damage(c, dir, n, t.comm); /* only in the cases that test refusal */
 
     int rank2 = (rank + np - 1) % np;
     MPI_Comm_split(t.comm, rank2 < load_np ? 0 : MPI_UNDEFINED, rank2, &comm);

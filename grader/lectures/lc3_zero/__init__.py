@@ -8,9 +8,9 @@ the per-stage formulas of docs/lc3_zero.md.
 
 from lectures.lc3_zero.adam import adam_update, mixed_precision_step
 from lectures.lc3_zero.stages import dp_adam_step, zero1_step, zero2_step, zero3_step
-from lectures.lc3_zero.checkpoint import zero_checkpoint
+from lectures.lc3_zero.checkpoint import load_refuses_damage, zero_checkpoint
 
 TITLE = "ZeRO"
 
 TESTS = [adam_update, dp_adam_step, zero1_step, zero2_step, zero3_step, mixed_precision_step,
-         zero_checkpoint]
+         zero_checkpoint, load_refuses_damage]

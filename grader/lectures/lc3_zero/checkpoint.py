@@ -11,11 +11,16 @@ current world's rank order, B divisible by both world sizes.
 
 The reference is uninterrupted single-process full-batch AdamW in float64
 (nn.Mlp.adam_steps) from rank 0's w0; each phase's ranks write the full
-parameters after each of their steps. Before the values, a check compares
-what the loader produced with what was saved, bit for bit: the saving ranks
-write their moments (saved_m, saved_v) just before saving, the loading ranks
-their new shard of them (loaded_m, loaded_v), the Adam step and the full
-parameters right after loading. NumPy re-cuts the saved moments for the new
+parameters after each of their steps. First of all, the grader reads the
+checkpoint the saving ranks left in the case's scratch directory and holds
+it against the documented layout (docs/lc3_zero.md, "The files"), byte for
+byte: a save and a load that agree with each other on another layout would
+pass everything else, and write files that no other reader can use (the
+saved parameters are the saving rank's step<steps1> outputs). Then a check
+compares what the loader produced with what was saved, bit for bit: the
+saving ranks write their moments (saved_m, saved_v) just before saving, the
+loading ranks their new shard of them (loaded_m, loaded_v), the Adam step
+and the full parameters right after loading. NumPy re-cuts the saved moments for the new
 layout and names the first element that differs and the old rank that saved
 it. (The ranks of a phase need no identity check: each step of libxt's
 zero1_train_step ends with an all-gather of the parameters, so they agree
@@ -48,9 +53,17 @@ per-group directories are for), then 4, then 3 (spec.NP_ORDER).
 The checkpoint directory of a case is libxt's xt_case_scratch_dir: inside
 the case's directory of the grader's launch, one per group of ranks, so it
 goes with the rest of the launch's files when the grader next runs.
+
+load_refuses_damage: the same program, a few cases in which the lecture's
+zero_checkpoint_damage (lecture.c, called by run_case between the save and
+the load; the exercise file reaches files only through MPI-IO) cuts a
+shard short, gives it another save's step or zeroes meta.bin's magic. The
+loader must stop the run with an error raised in zero_checkpoint.c that
+names the file; each case, ending its launch, has one of its own.
 """
 
 import math
+import os
 
 import numpy as np
 
@@ -198,6 +211,107 @@ def check(case, inp, outs):
     return loaded_state(case, outs, m)
 
 
+# ------------------------------------------------------------------- the files
+
+MAGIC = 0x3154504B43545858  # "XXTCKPT1" read as a little-endian int64
+FIELDS = ("magic", "nparams", "np", "r", "lo", "count", "step", "zero")
+# (block, its element, where it starts)
+BLOCKS = (("parameters", "w", "64"), ("m", "m", "64 + 4 count"), ("v", "v", "64 + 8 count"))
+HEADER = "the documented header is 8 int64: magic, nparams, np, r, lo, count, step, 0"
+LAYOUT = "the documented layout is the header, then the parameters, m, v"
+
+
+def saved_params(case, outs, q, m):
+    """The full parameters case rank q held when it saved (its last phase-1 step), flat."""
+    flat = np.zeros(m.nparams, np.float32)
+    for name, off, shape in m.tensors:
+        got = outs[q].get(f"step{case['steps1']}_{name}")
+        size = int(np.prod(shape))
+        if got is None or got.size != size:
+            return None
+        flat[off:off + size] = got.reshape(-1)
+    return flat
+
+
+def header_problem(fname, data, want):
+    """The first of the 8 header fields that is not what the layout says, or None."""
+    got = [int(x) for x in np.frombuffer(data[:64], "<i8")]
+    if got == list(want):
+        return None
+    i = next(i for i in range(8) if got[i] != want[i])
+    show = (lambda x: f"{x & (2**64 - 1):#018x}") if i == 0 else str
+    order = " (the right values, in another order)" if sorted(got) == sorted(want) else ""
+    return (f"{fname}: bytes {8 * i}..{8 * i + 7} ({FIELDS[i]}) hold {show(got[i])}, expected "
+            f"{show(want[i])}{order}: {HEADER}")
+
+
+def read_file(d, fname):
+    try:
+        with open(os.path.join(d, fname), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def files_on_disk(case, inp, outs, d):
+    """The checkpoint the saving ranks left in d against the documented layout, byte for
+    byte: meta.bin, then every shard-<r>.bin, its header and its three blocks."""
+    m = model_of(case)
+    n, a, s1 = m.nparams, case["save_np"], case["steps1"]
+    place = os.path.join(os.path.basename(os.path.dirname(d)), os.path.basename(d))
+    data = read_file(d, "meta.bin")
+    if data is None:
+        return [(0, f"meta.bin: no such file in the case's checkpoint directory ({place}): rank "
+                    f"0 writes it once every shard is on disk")]
+    if len(data) != 64:
+        return [(0, f"meta.bin is {len(data)} B, expected 64 B: the header and nothing after "
+                    f"it")]
+    bad = header_problem("meta.bin", data, (MAGIC, n, a, -1, 0, n, s1, 0))
+    if bad:
+        return [(0, bad)]
+    for q, (lo, count) in enumerate(shards(n, a)):
+        fname = f"shard-{q}.bin"
+        params = saved_params(case, outs, q, m)
+        want = [params[lo:lo + count] if params is not None else None,
+                outs[q].get("saved_m"), outs[q].get("saved_v")]
+        if any(w is None or w.size != count for w in want):
+            return []  # the loaded state's check names what is missing
+        data = read_file(d, fname)
+        if data is None:
+            return [(q, f"{fname}: no such file in the case's checkpoint directory ({place}): "
+                        f"every rank of the saving world writes its own, even one that holds no "
+                        f"parameters")]
+        size = 64 + 12 * count
+        if len(data) >= 64:
+            bad = header_problem(fname, data, (MAGIC, n, a, q, lo, count, s1, 0))
+            if bad:
+                return [(q, bad)]
+        if len(data) != size:
+            k, part = divmod(len(data) - 64, 4 * count) if count else (0, 1)
+            held = LAYOUT if part or k < 0 else (
+                f"after the header it holds {k} block{'s' * (k != 1)} of count float32, the "
+                f"layout 3: the parameters, m, v")
+            return [(q, f"{fname} is {len(data)} B, expected {size} B = 64 + 12 count (count = "
+                        f"{count}): {held}")]
+        for k, (what, sym, at) in enumerate(BLOCKS):
+            start = 64 + 4 * k * count
+            got = np.frombuffer(data[start:start + 4 * count], "<f4")
+            diff = bit_differences(got, want[k])
+            if diff is None:
+                continue
+            where = (f"{fname}: bytes {start}..{start + 4 * count - 1} ({at} .., the {what} of "
+                     f"[{lo}, {lo + count}))")
+            other = [BLOCKS[j][0] for j in range(3)
+                     if j != k and bit_differences(got, want[j]) is None]
+            if other:
+                return [(q, f"{where} hold the {other[0]} that case rank {q} saved: {LAYOUT}")]
+            j = diff[0]
+            return [(q, f"{where}: {sym}[{lo + j}] at byte {start + 4 * j} is {str(got[j])}, "
+                        f"but case rank {q} saved {str(want[k][j])} ({diff[1]} of {count} "
+                        f"differ): {LAYOUT}")]
+    return []
+
+
 # ------------------------------------------------------------------- rules
 
 
@@ -225,9 +339,9 @@ def moments_through_files(case, inp, records):
     return out[:1]
 
 
-@test("zero_checkpoint", points=20,
+@test("zero_checkpoint", points=15,
       inputs=inputs, reference=reference, tolerance=tolerance, label=label,
-      check=check, check_first=True, rules=[moments_through_files],
+      files=files_on_disk, check=check, check_first=True, rules=[moments_through_files],
       hint="each rank writes its own shard (parameters, m, v, step); a loader at another world "
            "size reads, for its new shard [lo, lo + count), the overlapping slice of every old "
            "file, sets the step, and all-gathers the parameters")
@@ -239,4 +353,63 @@ def zero_checkpoint(rng):
         out.append({"np": max(a, b), "save_np": a, "load_np": b, "dims": dims, "act": act,
                     "loss": loss, "steps": s1 + s2, "steps1": s1,
                     "batch": a * b // math.gcd(a, b) * mult, "lr": LR, **ADAM})
+    return out
+
+
+# ------------------------------------------------------------ damaged checkpoints
+
+# (damage, save_np, load_np, model): lecture.c's zero_checkpoint_damage does it
+# between the save and the load. np = 2 runs first, so the truncation is the
+# case a loader that trusts its files is reported on.
+DAMAGES = [("truncate", 2, 1, 1), ("step", 2, 3, 2), ("magic", 3, 2, 0)]
+DAMAGED = {"truncate": "shard-1.bin", "step": "shard-1.bin", "magic": "meta.bin"}
+
+
+def damage_label(case):
+    p = case.params
+    return f"np={case.np} saved at {p['save_np']}, loaded at {p['load_np']}, damaged"
+
+
+def damage(case, d):
+    """What the case did to the checkpoint, with its numbers."""
+    n, s1 = model_of(case).nparams, case["steps1"]
+    _, count = shards(n, case["save_np"])[1]
+    kind = case["damage"]
+    if kind == "truncate":
+        try:
+            size = os.path.getsize(os.path.join(d, "shard-1.bin"))
+        except OSError:
+            size = 64 + 4 * (2 * count + count // 2)
+        return (f"shard-1.bin truncated to {size} B inside its v block ({64 + 12 * count} B "
+                f"expected)")
+    if kind == "step":
+        return f"shard-1.bin of another save (its header says step {s1 + 1}, meta.bin's {s1})"
+    return "meta.bin with its magic zeroed (not XXTCKPT1: not a checkpoint file)"
+
+
+def refusal(case, inp, error, d):
+    what, name = damage(case, d), DAMAGED[case["damage"]]
+    if error is None:
+        return (f"the loader accepted {what} and went on: a loader must refuse a damaged "
+                f"checkpoint")
+    if name not in error:
+        return (f"the loader refused {what}, but its message does not name {name}: "
+                f"\"{error}\"; say which file is damaged, and how")
+    return None
+
+
+@test("zero_checkpoint", points=5, inputs=inputs, reference=reference, label=damage_label,
+      refusal=refusal,
+      hint="check every header against the documented values (the magic; a shard's rank, "
+           "np, lo, count and step against meta.bin) and that every read got all it asked "
+           "for; stop with xt_die or XT_CHECK naming the file")
+def load_refuses_damage(rng):
+    """A checkpoint damaged between the save and the load, one launch per case: the
+    loader must stop with an error raised in zero_checkpoint.c that names the file."""
+    out = []
+    for kind, a, b, model in DAMAGES:
+        dims, act, loss = MODELS[model]
+        out.append({"np": max(a, b), "save_np": a, "load_np": b, "dims": dims, "act": act,
+                    "loss": loss, "steps": 2, "steps1": 1, "batch": a * b // math.gcd(a, b),
+                    "lr": LR, **ADAM, "damage": kind})
     return out

@@ -3,7 +3,8 @@
  * of them (the Makefile links grader/lectures/<lecture>/lecture.c into every
  * program of its lecture). Here: a ZeRO-1 rank's state and training step, the
  * harness that zero_checkpoint.c trains with while it saves and re-shards the
- * state. It is adam_zero1.c's step, written once outside the exercise; its
+ * state (adam_zero1.c's step, written once outside the exercise), and the
+ * damage that the grader's refusal cases do to a checkpoint. Their
  * communication goes through PMPI so that it never shows in a program's
  * counters or trace: those stay the student's own.
  *
@@ -16,7 +17,10 @@
 #include "lecture.h"
 #include "xt_harness.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 void zero_state_init(zero_state *z, long nparams, MPI_Comm comm)
 {
@@ -68,4 +72,51 @@ float zero1_train_step(zero_state *z, xt_mlp *m, const float *x, const void *tar
     XT_MPI_CHECK(PMPI_Allgather(MPI_IN_PLACE, (int)z->shard, MPI_FLOAT, m->params, (int)z->shard,
                                 MPI_FLOAT, comm));
     return loss;
+}
+
+/* Writes n bytes at byte `at` of an existing file (stdio: the harness's, not an exercise's). */
+static void overwrite(const char *path, long at, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "r+b");
+    XT_CHECK(f, "cannot damage %s: %s", path, strerror(errno));
+    XT_CHECK(fseek(f, at, SEEK_SET) == 0 && fwrite(bytes, 1, n, f) == n && fclose(f) == 0,
+             "cannot damage %s: %s", path, strerror(errno));
+}
+
+void zero_checkpoint_damage(xt_case *c, const char *dir, long nparams, MPI_Comm comm)
+{
+    if (!xt_case_has(c, "damage"))
+        return;
+    int rank;
+    PMPI_Comm_rank(comm, &rank);
+    if (rank == 0) {
+        const char *how = xt_case_str(c, "damage");
+        long save_np = xt_case_int(c, "save_np");
+        long shard = (nparams + save_np - 1) / save_np;
+        long count = nparams - shard < shard ? nparams - shard : shard; /* old rank 1's */
+        XT_CHECK(save_np >= 2 && count >= 1, "case: damage=%s needs an old rank 1 with a shard",
+                 how);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir,
+                 strcmp(how, "magic") ? "shard-1.bin" : "meta.bin");
+        if (strcmp(how, "truncate") == 0) {
+            /* header, parameters, m, then half of v */
+            off_t size = (off_t)(64 + 4 * (2 * count + count / 2));
+            XT_CHECK(truncate(path, size) == 0, "cannot damage %s: %s", path, strerror(errno));
+        } else if (strcmp(how, "step") == 0) {
+            int64_t step = 0;
+            FILE *f = fopen(path, "rb");
+            XT_CHECK(f && fseek(f, 48, SEEK_SET) == 0 && fread(&step, 8, 1, f) == 1,
+                     "cannot damage %s: no header", path);
+            fclose(f);
+            step++;
+            overwrite(path, 48, &step, 8);
+        } else if (strcmp(how, "magic") == 0) {
+            const int64_t zero = 0;
+            overwrite(path, 0, &zero, 8);
+        } else {
+            xt_die("case: unknown damage=%s", how);
+        }
+    }
+    XT_MPI_CHECK(PMPI_Barrier(comm));
 }

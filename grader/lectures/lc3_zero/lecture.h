@@ -32,4 +32,17 @@ void zero_state_free(zero_state *z);
 float zero1_train_step(zero_state *z, xt_mlp *m, const float *x, const void *target, int rows,
                        const xt_adam *h, MPI_Comm comm);
 
+/*
+ * The grader's damaged checkpoints, for the cases that offer one to
+ * zero_checkpoint_load (parameter damage=...; in any other case it does
+ * nothing). Between the save and the load, case rank 0 damages the
+ * checkpoint in dir, saved by save_np ranks, as a crash or a mix-up would:
+ *   truncate  shard-1.bin cut in the middle of its v block
+ *   step      shard-1.bin's header says one step more: a shard of another save
+ *   magic     meta.bin's magic zeroed
+ * The offsets are the documented layout's, whatever the save wrote.
+ * Collective over comm, the case's.
+ */
+void zero_checkpoint_damage(xt_case *c, const char *dir, long nparams, MPI_Comm comm);
+
 #endif
