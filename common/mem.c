@@ -187,29 +187,29 @@ static int check_block(header *h, const char *found, const char *file, int line)
 {
     const char *kind = kind_names[h->kind];
     size_t first = 0, last = 0, n;
-    char what[96];
+    char what[96], freed[256] = "";
+    if (h->magic == MAGIC_FREED)
+        snprintf(freed, sizeof freed, " after it was freed at %s:%d", shown(h->free_file),
+                 h->free_line);
     int bad = 0;
     if ((n = changed(data_of(h) - ZONE, ZONE, ZONE_BYTE, &first, &last))) {
         describe(what, sizeof what, n, (long)first - ZONE, (long)last - ZONE);
         report(file, line,
-               "wrote before the start of the %zu-byte %s block allocated at %s:%d: %s%s", h->bytes,
-               kind, shown(h->file), h->line, what, found);
+               "wrote before the start of the %zu-byte %s block allocated at %s:%d%s: %s%s",
+               h->bytes, kind, shown(h->file), h->line, freed, what, found);
         bad = 1;
     }
     if ((n = changed(data_of(h) + h->bytes, ZONE, ZONE_BYTE, &first, &last))) {
         describe(what, sizeof what, n, (long)(h->bytes + first), (long)(h->bytes + last));
-        report(file, line, "wrote past the end of the %zu-byte %s block allocated at %s:%d: %s%s",
-               h->bytes, kind, shown(h->file), h->line, what, found);
+        report(file, line, "wrote past the end of the %zu-byte %s block allocated at %s:%d%s: %s%s",
+               h->bytes, kind, shown(h->file), h->line, freed, what, found);
         bad = 1;
     }
     if (h->magic == MAGIC_FREED &&
         (n = changed(data_of(h), h->bytes, POISON_BYTE, &first, &last))) {
         describe(what, sizeof what, n, (long)first, (long)last);
-        report(file, line,
-               "wrote to the %zu-byte %s block allocated at %s:%d after it was freed at %s:%d: "
-               "%s%s",
-               h->bytes, kind, shown(h->file), h->line, shown(h->free_file), h->free_line, what,
-               found);
+        report(file, line, "wrote to the %zu-byte %s block allocated at %s:%d%s: %s%s", h->bytes,
+               kind, shown(h->file), h->line, freed, what, found);
         bad = 1;
     }
     return bad;

@@ -843,8 +843,8 @@ def test_mem(s):
                 rf"changed in bytes -3\.\.-1$"],
             5: [rf"wrote to the 400-byte params block allocated at {at} after it was freed at "
                 rf"{at}: 4 bytes changed in bytes 20\.\.23$",
-                rf"wrote past the end of the 12-byte optimizer block allocated at {at}: 4 bytes "
-                rf"changed in bytes 12\.\.15$",
+                rf"wrote past the end of the 12-byte optimizer block allocated at {at} after it "
+                rf"was freed at {at}: 4 bytes changed in bytes 12\.\.15$",
                 rf"wrote to the 12-byte optimizer block allocated at {at} after it was freed at "
                 rf"{at}: 4 bytes changed in bytes 8\.\.11$"]}
     problems = []
