@@ -19,9 +19,9 @@
  * message cannot leak into the next case.
  *
  * When the function returns, every rank of the group checks its buffers'
- * guard bytes and its requests, then writes its record,
- * DIR/c<k>/g<g>.r<r>.mpi.txt (record.c): its MPI counters and events for
- * the case, its time, and the notes. The grader reads those;
+ * guard bytes, its xt_alloc blocks (mem.c) and its requests, then writes
+ * its record, DIR/c<k>/g<g>.r<r>.mpi.txt (record.c): its MPI counters and
+ * events for the case, its time, and the notes. The grader reads those;
  * docs/grader.md has more.
  */
 #define _GNU_SOURCE
@@ -168,6 +168,7 @@ void xt_run_cases(void (*run_case)(xt_case *c))
         atomic_store(&xti.phase, XTI_PHASE_DONE);
 
         xti_case_check_buffers(&c);
+        xti_mem_check();
         xti_check_pending_requests();
         char rec[4096];
         snprintf(rec, sizeof rec, "%s/g%d.r%d.mpi.txt", c.dir, c.group, c.rank);

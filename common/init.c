@@ -104,6 +104,7 @@ void xt_finalize(void)
 {
     atomic_store(&xti.phase, XTI_PHASE_FINISH);
     xt_watchdog_arm(0);
+    xti_mem_check(); /* what no case checked: a demo's blocks */
     if (xti.out_dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/mpi.r%d.txt", xti.out_dir, xti.rank);

@@ -5,32 +5,70 @@
  * case record (lines "M <kind> <current> <peak>") and checks them against
  * per-kind formulas. xt_steady_allocator tunes malloc for benchmarks.
  *
- * Each block carries a small header with its kind and size, so xt_free needs
- * only the pointer and can refuse one that xt_alloc did not return.
+ * It also catches the memory bugs that would otherwise show up far from
+ * where they happen, or not at all:
+ *
+ *     | header | zone | data (bytes)                 | zone |
+ *                  ^ 64 bytes of ZONE_BYTE on each side, checked at xt_free
+ *                    and at the end of every case
+ *
+ *   - a write past either end of a block changes its zones: reported with
+ *     the block's kind, size and where it was allocated;
+ *   - xt_free fills the data with 0xff (a float or double read after free is
+ *     NaN, an int -1) and keeps the block, unreleased, in a FIFO quarantine
+ *     of at most QUARANTINE_BYTES, so reads after free see the poison rather
+ *     than whatever malloc put there next; a write after free changes the
+ *     poison, checked when the block leaves the quarantine (at the latest
+ *     at the end of the case).
+ * In a case the report is a WRONG note of the case record; outside one (a
+ * demo, a bench) the program dies with it. The accounting does not see the
+ * quarantine: a block stops counting at its xt_free.
  */
 #include "xt_internal.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAGIC 0x78746d656dUL /* "xtmem" */
+#define MAGIC       0x78746d656dUL   /* "xtmem": a live block */
+#define MAGIC_FREED 0x78746672656dUL /* "xtfrem": freed, still held by libxt */
 
-typedef struct {
+enum {
+    ZONE = 64,                  /* guard bytes on each side of the data */
+    QUARANTINE_BYTES = 4 << 20, /* freed bytes held back from malloc, at most */
+};
+static const unsigned char ZONE_BYTE = 0xFD;
+static const unsigned char POISON_BYTE = 0xFF;
+
+typedef struct block {
     unsigned long magic;
     size_t bytes;
+    const char *file; /* where xt_alloc was called */
+    int line;
     int kind;
+    const char *free_file; /* where xt_free was called, once it was */
+    int free_line;
     int counted; /* 0: allocated while libxt's harness paused the accounting */
-    /* 32 bytes in all: the block after it stays aligned for SIMD loads. */
-    unsigned long reserved_;
+    /* Live: the list of live blocks; freed: next in the quarantine (prev unused). */
+    struct block *prev, *next;
 } header;
+
+/* The header, then the front zone: the data starts 128 bytes into a 64-byte-aligned block. */
+_Static_assert(sizeof(header) <= 64, "the header fits in front of the zone");
+enum { HEAD = 64 };
 
 static size_t current[XT_MEM_KINDS], peak[XT_MEM_KINDS];
 static size_t current_total, peak_total;
 static int paused;
+
+static header *live;            /* every block not yet freed, newest first */
+static header *q_head, *q_tail; /* the quarantine, oldest first */
+static size_t q_bytes;
 
 static const char *kind_names[XT_MEM_KINDS] = {"params", "grads",       "optimizer",
                                                "master", "activations", "comm"};
@@ -40,53 +78,256 @@ const char *xt_mem_kind_name(xt_mem_kind kind)
     return kind >= 0 && kind < XT_MEM_KINDS ? kind_names[kind] : "?";
 }
 
+static unsigned char *data_of(header *h)
+{
+    return (unsigned char *)h + HEAD + ZONE;
+}
+
+static header *header_of(const void *p)
+{
+    return (header *)((uintptr_t)p - ZONE - HEAD);
+}
+
+/*
+ * A source path as the student's tree names it: from its lecture directory
+ * (lcN_x/ex.c, also for solutions/ and a mutant's copy) or from
+ * common/ (common/nn.c); grader/lectures/<lecture>/ files keep that prefix.
+ */
+static const char *shown(const char *path)
+{
+    if (!path)
+        return "?";
+    const char *best = NULL;
+    for (const char *c = path; *c; c++) {
+        if (c != path && c[-1] != '/')
+            continue;
+        if (strncmp(c, "common/", 7) == 0 ||
+            (c[0] == 'l' && c[1] == 'c' && c[2] >= '0' && c[2] <= '9' && strchr(c, '/')))
+            best = c;
+    }
+    if (!best)
+        return path;
+    const char *lectures = "grader/lectures/";
+    size_t n = strlen(lectures);
+    if ((size_t)(best - path) >= n && strncmp(best - n, lectures, n) == 0)
+        return best - n;
+    return best;
+}
+
+/* A bug found in a block: a WRONG note in a case, else the end of the run at file:line. */
+static void report(const char *file, int line, const char *fmt, ...) XT_PRINTF(3, 4);
+static void report(const char *file, int line, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int phase = atomic_load(&xti.phase);
+    if (xti.case_index >= 0 && (phase == XTI_PHASE_USER || phase == XTI_PHASE_DONE)) {
+        /* Also on stderr: heap damage past the zones may yet crash the rank before its record. */
+        fprintf(stderr, "[xt] rank %d WRONG %s\n", xti.rank, msg);
+        fflush(stderr);
+        xti_note("WRONG", "%s", msg);
+        return;
+    }
+    xt_die_at(shown(file), line, "%s", msg);
+}
+
+/* How many of n bytes at p differ from `byte`, and the first (lowest) and last that do. */
+static size_t changed(const unsigned char *p, size_t n, unsigned char byte, size_t *first,
+                      size_t *last)
+{
+    /* Poison checks scan whole blocks: memcmp against the pattern first, fast when intact. */
+    enum { CHUNK = 4096 };
+    static unsigned char pattern[2][CHUNK];
+    static int ready;
+    if (!ready) {
+        memset(pattern[0], ZONE_BYTE, CHUNK);
+        memset(pattern[1], POISON_BYTE, CHUNK);
+        ready = 1;
+    }
+    const unsigned char *pat = pattern[byte == POISON_BYTE];
+    size_t count = 0;
+    for (size_t at = 0; at < n; at += CHUNK) {
+        size_t len = n - at < CHUNK ? n - at : CHUNK;
+        if (memcmp(p + at, pat, len) == 0)
+            continue;
+        for (size_t i = at; i < at + len; i++)
+            if (p[i] != byte) {
+                if (!count)
+                    *first = i;
+                *last = i;
+                count++;
+            }
+    }
+    return count;
+}
+
+static void fill_zones(header *h)
+{
+    memset(data_of(h) - ZONE, ZONE_BYTE, ZONE);
+    memset(data_of(h) + h->bytes, ZONE_BYTE, ZONE);
+}
+
+/* "2 bytes changed in bytes 1062..1063", offsets from the start of the data. */
+static void describe(char *out, size_t cap, size_t n, long first, long last)
+{
+    if (n == 1)
+        snprintf(out, cap, "1 byte changed: byte %ld", first);
+    else
+        snprintf(out, cap, "%zu bytes changed in bytes %ld..%ld", n, first, last);
+}
+
+/*
+ * Checks h's zones and, when freed, its poison; reports what changed, `found`
+ * saying when ("" or " (found at its xt_free at F:L)"). Returns nonzero if anything had.
+ */
+static int check_block(header *h, const char *found, const char *file, int line)
+{
+    const char *kind = kind_names[h->kind];
+    size_t first = 0, last = 0, n;
+    char what[96], freed[256] = "";
+    if (h->magic == MAGIC_FREED)
+        snprintf(freed, sizeof freed, " after it was freed at %s:%d", shown(h->free_file),
+                 h->free_line);
+    int bad = 0;
+    if ((n = changed(data_of(h) - ZONE, ZONE, ZONE_BYTE, &first, &last))) {
+        describe(what, sizeof what, n, (long)first - ZONE, (long)last - ZONE);
+        report(file, line,
+               "wrote before the start of the %zu-byte %s block allocated at %s:%d%s: %s%s",
+               h->bytes, kind, shown(h->file), h->line, freed, what, found);
+        bad = 1;
+    }
+    if ((n = changed(data_of(h) + h->bytes, ZONE, ZONE_BYTE, &first, &last))) {
+        describe(what, sizeof what, n, (long)(h->bytes + first), (long)(h->bytes + last));
+        report(file, line, "wrote past the end of the %zu-byte %s block allocated at %s:%d%s: %s%s",
+               h->bytes, kind, shown(h->file), h->line, freed, what, found);
+        bad = 1;
+    }
+    if (h->magic == MAGIC_FREED &&
+        (n = changed(data_of(h), h->bytes, POISON_BYTE, &first, &last))) {
+        describe(what, sizeof what, n, (long)first, (long)last);
+        report(file, line, "wrote to the %zu-byte %s block allocated at %s:%d%s: %s%s", h->bytes,
+               kind, shown(h->file), h->line, freed, what, found);
+        bad = 1;
+    }
+    return bad;
+}
+
 void *xt_alloc_at(xt_mem_kind kind, size_t bytes, const char *file, int line)
 {
     if (kind < 0 || kind >= XT_MEM_KINDS)
         xt_die_at(file, line, "xt_alloc: %d is not a memory kind (XT_MEM_PARAMS ...)", (int)kind);
-    header *h = calloc(1, sizeof(header) + (bytes ? bytes : 1));
-    if (!h)
+    void *base = NULL;
+    if (bytes > SIZE_MAX - HEAD - 2 * ZONE ||
+        posix_memalign(&base, 64, HEAD + 2 * ZONE + bytes) != 0)
         xt_die_at(file, line, "out of memory allocating %zu bytes of %s", bytes, kind_names[kind]);
+    header *h = base;
+    memset(h, 0, sizeof *h);
     h->magic = MAGIC;
     h->bytes = bytes;
     h->kind = kind;
+    h->file = file;
+    h->line = line;
     h->counted = !paused;
-    if (paused)
-        return h + 1;
-    current[kind] += bytes;
-    current_total += bytes;
-    if (current[kind] > peak[kind])
-        peak[kind] = current[kind];
-    if (current_total > peak_total)
-        peak_total = current_total;
-    return h + 1;
+    memset(data_of(h), 0, bytes);
+    fill_zones(h);
+    h->next = live;
+    if (live)
+        live->prev = h;
+    live = h;
+    if (h->counted) {
+        current[kind] += bytes;
+        current_total += bytes;
+        if (current[kind] > peak[kind])
+            peak[kind] = current[kind];
+        if (current_total > peak_total)
+            peak_total = current_total;
+    }
+    return data_of(h);
+}
+
+/* Hands the oldest quarantined block back to malloc, after checking its poison. */
+static void release_oldest(void)
+{
+    header *h = q_head;
+    q_head = h->next;
+    if (!q_head)
+        q_tail = NULL;
+    q_bytes -= h->bytes;
+    if (check_block(h, "", h->free_file, h->free_line))
+        return; /* written where it should not have been: never handed back to malloc */
+    h->magic = 0;
+    free(h);
 }
 
 void xt_free_at(void *p, const char *file, int line)
 {
     if (!p)
         return;
-    header *h = (header *)p - 1;
+    header *h = header_of(p);
+    if (h->magic == MAGIC_FREED)
+        xt_die_at(file, line,
+                  "xt_free: the %zu-byte %s block allocated at %s:%d was freed already, at %s:%d",
+                  h->bytes, kind_names[h->kind], shown(h->file), h->line, shown(h->free_file),
+                  h->free_line);
     if (h->magic != MAGIC)
         xt_die_at(file, line,
                   "xt_free: %p was not allocated by xt_alloc (or was freed already); free it "
                   "the way it was allocated",
                   p);
-    h->magic = 0;
     if (h->counted) {
         current[h->kind] -= h->bytes;
         current_total -= h->bytes;
     }
-    free(h);
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        live = h->next;
+    if (h->next)
+        h->next->prev = h->prev;
+    h->prev = h->next = NULL;
+
+    char found[256];
+    snprintf(found, sizeof found, " (found at its xt_free at %s:%d)", shown(file), line);
+    int damaged = check_block(h, found, file, line);
+    h->magic = MAGIC_FREED;
+    h->free_file = file;
+    h->free_line = line;
+    memset(p, POISON_BYTE, h->bytes);
+    if (damaged)
+        return; /* the heap around it may be damaged too: never handed back to malloc */
+    if (q_tail)
+        q_tail->next = h;
+    else
+        q_head = h;
+    q_tail = h;
+    q_bytes += h->bytes;
+    /* The newest block stays even when larger than the quarantine: reads after free see NaN. */
+    while (q_bytes > QUARANTINE_BYTES && q_head != q_tail)
+        release_oldest();
 }
 
 size_t xt_alloc_size(const void *p)
 {
     if (!p)
         return 0;
-    const header *h = (const header *)p - 1;
+    const header *h = header_of(p);
+    XT_CHECK(h->magic != MAGIC_FREED,
+             "xt_alloc_size: the %zu-byte %s block allocated at %s:%d was freed at %s:%d", h->bytes,
+             kind_names[h->kind], shown(h->file), h->line, shown(h->free_file), h->free_line);
     XT_CHECK(h->magic == MAGIC, "xt_alloc_size: %p was not allocated by xt_alloc", p);
     return h->bytes;
+}
+
+void xti_mem_check(void)
+{
+    for (header *h = live; h; h = h->next)
+        if (check_block(h, "", h->file, h->line))
+            fill_zones(h); /* reported once */
+    while (q_head)
+        release_oldest();
 }
 
 size_t xt_mem_current(xt_mem_kind kind)

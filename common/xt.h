@@ -106,6 +106,12 @@ void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np));
  * writes them into every case's record, where the grader checks them against
  * per-kind formulas. A buffer allocated with malloc is not counted, so an
  * exercise graded on its memory allocates with xt_alloc only.
+ *
+ * Each block has guard bytes on both sides, checked at its xt_free and at the
+ * end of every case: a write past either end is reported with the block's
+ * kind, size and the line that allocated it. xt_free fills the block with
+ * 0xff bytes, so a float read after free is NaN, and holds it back from
+ * malloc for a while: a write after free is reported too.
  */
 typedef enum {
     XT_MEM_PARAMS,      /* weights used by forward and backward */
@@ -117,9 +123,9 @@ typedef enum {
     XT_MEM_KINDS        /* (also "all kinds together" in xt_mem_peak) */
 } xt_mem_kind;
 
-/* `bytes` zeroed bytes, counted as `kind`; dies when out of memory. */
+/* `bytes` zeroed bytes, 32-byte aligned, counted as `kind`; dies when out of memory. */
 void *xt_alloc_at(xt_mem_kind kind, size_t bytes, const char *file, int line);
-/* Frees what xt_alloc returned (NULL: nothing); dies on any other pointer. */
+/* Frees what xt_alloc returned (NULL: nothing); dies on any other pointer, or a second time. */
 void xt_free_at(void *p, const char *file, int line);
 #define xt_alloc(kind, bytes) xt_alloc_at((kind), (bytes), __FILE__, __LINE__)
 #define xt_free(p)            xt_free_at((p), __FILE__, __LINE__)

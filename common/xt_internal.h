@@ -294,6 +294,10 @@ const char *xti_current_call_name(void);
 void xti_mem_write(FILE *f); /* the M lines of a case record */
 /* While on, xt_alloc counts nothing: the harness's own buffers (a demo's twin model). */
 void xti_mem_pause(int on);
+/* Checks every block's guard zones and every freed block's poison (a WRONG note in a case,
+ * else the run ends), then hands the freed blocks back to malloc: at the end of each case,
+ * and of the run. */
+void xti_mem_check(void);
 
 /* trace.c */
 /* The XT_TRACE timeline. */

@@ -224,9 +224,13 @@ def compare(name, expected, got, tol, rank):
     maxerr = err[bad]
     maxerr = np.nanmax(maxerr) if np.isfinite(maxerr).any() else float("nan")
     where = f"[{idx}]" if expected.ndim <= 1 else str(np.unravel_index(idx, expected.shape))
-    return (f"rank {rank} '{name}'{where} expected {fmt_value(expected.flat[idx])} "
-            f"got {fmt_value(got.flat[idx])} ({nbad} of {expected.size} wrong, "
-            f"max error {fmt_value(maxerr)})")
+    msg = (f"rank {rank} '{name}'{where} expected {fmt_value(expected.flat[idx])} "
+           f"got {fmt_value(got.flat[idx])} ({nbad} of {expected.size} wrong, "
+           f"max error {fmt_value(maxerr)})")
+    if spec.is_float(e.dtype) and np.isnan(g.flat[idx]) and not np.isnan(e.flat[idx]):
+        # libxt's xt_free fills a block with 0xff bytes, a NaN as float or double.
+        msg += "; freed xt_alloc memory reads as NaN: is a buffer read after its xt_free?"
+    return msg
 
 
 # -------------------------------------------------------------------- helpers

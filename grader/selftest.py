@@ -363,9 +363,14 @@ def test_grader_units(s):
     msg2 = harness.compare("x", np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]), 1e-9, 0)
     msg3 = harness.compare("x", np.array([1.0, 2.0]), np.array([1.0, float("nan")]), 1e-9, 0)
     msg4 = harness.compare("x", np.array([1, 2]), np.array([1]), 0, 0)
+    # NaN where a number was expected points at a read after xt_free; a number where NaN was
+    # expected does not.
+    msg5 = harness.compare("x", np.array([float("nan"), 2.0]), np.array([1.0, 2.0]), 1e-9, 0)
+    freed = "freed xt_alloc memory reads as NaN"
     s.record("comparisons: first bad index, expected, got; NaN and lengths caught; "
-             "tolerance respected", ok and msg2 is None and msg3 and msg4 and
-             "has 1 element, expected 2" in msg4, [msg, msg2, msg3, msg4])
+             "tolerance respected; a NaN got where a number was expected notes xt_free's poison",
+             ok and msg2 is None and msg3 and freed in msg3 and msg5 and freed not in msg5
+             and msg4 and "has 1 element, expected 2" in msg4, [msg, msg2, msg3, msg4, msg5])
     # A relative tolerance scales with each expected value, in both directions.
     rel = spec.Relative(1e-6, 1e-3).bound(np.array([1.0, 1000.0]))
     near = harness.compare("w", np.array([1.0, 1000.0]), np.array([1.0, 1000.9]), rel, 0)
@@ -850,7 +855,7 @@ def test_nn(s):
 def test_mem(s):
     exe = os.path.join(TESTS_BIN, "test_mem")
     d = fresh("mem")
-    plan = ["units", "grow", "after"]
+    plan = ["units", "grow", "after", "overrun", "underrun", "uaf"]
     with open(os.path.join(d, "cases.txt"), "w") as f:
         for k, fn in enumerate(plan):
             f.write(f"case {k} np=2 fn={fn}\n")
@@ -897,15 +902,52 @@ def test_mem(s):
     s.record("memory: case records hold each kind's bytes now and at peak (Record.memory), "
              "peaks restart at each case; xt_mem_print", not problems, problems)
 
-    d = fresh("mem_badfree")
-    start = time.monotonic()
-    r = launch.run([exe, "--mode", "badfree", "--out", d], timeout=60)  # one rank: no mpirun
-    lines = status_lines(d)
-    ok = r.returncode != 0 and any(re.search(r"ERROR.*common/tests/test_mem\.c:\d+: xt_free: "
-                                             r"\S+ was not allocated by xt_alloc", ln)
-                                   for ln in lines)
-    s.record("memory: xt_free of a pointer from malloc dies, naming the caller's file and line",
-             ok, lines + tail(r.output, 8), f"({time.monotonic() - start:.1f} s)")
+    # Guard zones and poison: each case's WRONG notes, all of them, in order.
+    at = r"common/tests/test_mem\.c:\d+"
+    want = {3: [rf"wrote past the end of the 40-byte grads block allocated at {at}: 8 bytes "
+                rf"changed in bytes 40\.\.47 \(found at its xt_free at {at}\)$"],
+            4: [rf"wrote before the start of the 16-byte comm block allocated at {at}: 3 bytes "
+                rf"changed in bytes -3\.\.-1$"],
+            5: [rf"wrote to the 400-byte params block allocated at {at} after it was freed at "
+                rf"{at}: 4 bytes changed in bytes 20\.\.23$",
+                rf"wrote past the end of the 12-byte optimizer block allocated at {at} after it "
+                rf"was freed at {at}: 4 bytes changed in bytes 12\.\.15$",
+                rf"wrote to the 12-byte optimizer block allocated at {at} after it was freed at "
+                rf"{at}: 4 bytes changed in bytes 8\.\.11$"]}
+    problems = []
+    for k in range(len(plan)):
+        for rank in range(2):
+            rec = harness.read_record(os.path.join(d, f"c{k}", f"g0.r{rank}.mpi.txt"))
+            notes = [text for kind, text in rec.notes if kind == "WRONG"] if rec else []
+            expected = want.get(k, [])
+            if len(notes) != len(expected) or not all(
+                    re.match(p, n) for p, n in zip(expected, notes)):
+                problems.append(f"case {k} ({plan[k]}) rank {rank}: notes {notes}, expected "
+                                f"{expected}")
+    s.record("memory: a write past either end of an xt_alloc block (found at its xt_free, or "
+             "at the end of the case, once) and a write to a freed block (leaving the "
+             "quarantine, or at the end of the case) are WRONG notes naming kind, size, sites",
+             not problems, problems)
+
+    # Outside a case the program dies, naming the call; one rank, no mpirun.
+    modes = [("badfree", rf"ERROR.*{at}: xt_free: \S+ was not allocated by xt_alloc",
+              "xt_free of a pointer from malloc dies, naming the caller's file and line"),
+             ("doublefree", rf"ERROR.*{at}: xt_free: the 24-byte comm block allocated at {at} "
+              rf"was freed already, at {at}$", "a second xt_free of a block dies, naming both"),
+             ("overrun", rf"ERROR.*{at}: wrote past the end of the 16-byte params block "
+              rf"allocated at {at}: 4 bytes changed in bytes 16\.\.19 \(found at its xt_free "
+              rf"at {at}\)$", "outside a case, a write past a block's end dies at its xt_free"),
+             ("leak", rf"ERROR.*{at}: wrote past the end of the 16-byte params block allocated "
+              rf"at {at}: 4 bytes changed in bytes 20\.\.23$",
+              "a write past the end of a block never freed dies at xt_finalize")]
+    for mode, pattern, what in modes:
+        d = fresh(f"mem_{mode}")
+        start = time.monotonic()
+        r = launch.run([exe, "--mode", mode, "--out", d], timeout=60)
+        lines = status_lines(d)
+        ok = r.returncode != 0 and any(re.search(pattern, ln) for ln in lines)
+        s.record(f"memory: {what}", ok, lines + tail(r.output, 8),
+                 f"({time.monotonic() - start:.1f} s)")
 
 
 def libxt(s):

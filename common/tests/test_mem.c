@@ -8,15 +8,25 @@
  *           frees all but the 500 params bytes (kept for the next case)
  *   after   grads 100 bytes, freed; frees the 500 bytes kept from `grow`;
  *           then xt_mem_print(comm, "after")
+ *   overrun  writes 8 bytes past the end of a 40-byte grads block, frees it
+ *   underrun writes 3 bytes before a 16-byte comm block and keeps it: found
+ *            at the end of the case (and only there: `uaf` frees it)
+ *   uaf      writes to a freed 400-byte params block, then frees 17 MiB, which
+ *            pushes it out of the quarantine; writes to a freed 12-byte
+ *            optimizer block, found at the end of the case
  * The self-test reads the "M" lines of grow's and after's records: after's
  * params peak is 500, not grow's 1500+8r, since each case starts its peaks
- * from what is in use then.
+ * from what is in use then; and the WRONG notes of the last three.
  *
- *   --mode badfree   (no --cases) hands xt_free a pointer from malloc: dies
+ *   --mode badfree    (no --cases) hands xt_free a pointer from malloc: dies
+ *   --mode doublefree frees a block twice: dies, naming both xt_free calls
+ *   --mode overrun    writes past a block's end, frees it: dies
+ *   --mode leak       writes past a block's end, never frees it: dies at xt_finalize
  */
 #include "xt_harness.h"
 #include "xt_internal.h" /* xti_mem_pause */
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +95,7 @@ static void units(void)
         if (s0.peak[k] != s0.cur[k])
             FAIL("xt_mem_reset_peak: %s peak %zu, current %zu", name(k), s0.peak[k], s0.cur[k]);
 
-    /* Zeroed: dirty a block, free it, and ask for the same size again (malloc reuses it). */
+    /* Zeroed: dirty blocks, free them, and ask for the same size again. */
     unsigned char *dirty = xt_alloc(XT_MEM_COMM, 4096);
     memset(dirty, 0xAB, 4096);
     xt_free(dirty);
@@ -96,8 +106,8 @@ static void units(void)
                 FAIL("xt_alloc: byte %d of a fresh block is %#x, not 0", i, p[i]);
                 break;
             }
-        if ((uintptr_t)p % 16)
-            FAIL("xt_alloc: %p is not 16-byte aligned", (void *)p);
+        if ((uintptr_t)p % 32)
+            FAIL("xt_alloc: %p is not 32-byte aligned", (void *)p);
         memset(p, 0xAB, 4096);
         xt_free(p);
     }
@@ -164,6 +174,30 @@ static void units(void)
     expect("xti_mem_pause: a block counted before, freed during", &before, XT_MEM_PARAMS, 0, 64);
     xt_free(hidden);
     expect("xti_mem_pause: a block allocated during, freed after", &before, XT_MEM_PARAMS, 0, 64);
+
+    /* Freed memory reads as NaN (float and double), also a block larger than the quarantine,
+     * and the quarantine holds no bytes of the accounting. */
+    xt_mem_reset_peak();
+    before = snap();
+    size_t sizes[] = {64, 4096, (size_t)20 << 20};
+    for (int t = 0; t < 3; t++) {
+        float *f = xt_alloc(XT_MEM_ACTIVATIONS, sizes[t]);
+        size_t n = sizes[t] / sizeof(float);
+        for (size_t i = 0; i < n; i++)
+            f[i] = 1.0f;
+        xt_free(f);
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (!isnan(f[i]))
+                bad = i;
+        if (bad < n)
+            FAIL("poison: float [%zu] of a freed %zu-byte block reads %g, not NaN", bad, sizes[t],
+                 (double)f[bad]);
+        if (t == 0 && !isnan(((double *)(void *)f)[3]))
+            FAIL("poison: a double of a freed block reads %g, not NaN", ((double *)(void *)f)[3]);
+    }
+    expect("three blocks freed into the quarantine", &before, XT_MEM_ACTIVATIONS, 0,
+           (long)sizes[2]);
 
     /* The names the M lines use. */
     const char *names[] = {"params", "grads", "optimizer", "master", "activations", "comm"};
@@ -237,6 +271,24 @@ static void run_case(xt_case *c)
         kept = xt_alloc(XT_MEM_PARAMS, 500);
         xt_free(a);
         xt_free(b);
+    } else if (xt_case_is(c, "overrun")) {
+        unsigned char *p = xt_alloc(XT_MEM_GRADS, 40);
+        memset(p + 40, 0, 8);
+        xt_free(p);
+    } else if (xt_case_is(c, "underrun")) {
+        unsigned char *p = xt_alloc(XT_MEM_COMM, 16);
+        memset(p - 3, 0, 3);
+        kept = p;
+    } else if (xt_case_is(c, "uaf")) {
+        xt_free(kept); /* its zone was restored once reported: no second report */
+        kept = NULL;
+        float *w = xt_alloc(XT_MEM_PARAMS, 400);
+        xt_free(w);
+        w[5] = 1.0f;
+        xt_free(xt_alloc(XT_MEM_ACTIVATIONS, (size_t)17 << 20));
+        double *d = xt_alloc(XT_MEM_OPTIMIZER, 12);
+        xt_free(d);
+        d[1] = 2.0; /* bytes 8..11 of the block, and 4 bytes of its zone */
     } else if (xt_case_is(c, "after")) {
         xt_free(xt_alloc(XT_MEM_GRADS, 100));
         xt_free(kept);
@@ -248,9 +300,22 @@ static void run_case(xt_case *c)
 static void demo(MPI_Comm comm)
 {
     (void)comm;
-    if (strcmp(xt_arg_str("mode", ""), "badfree") == 0) {
+    const char *mode = xt_arg_str("mode", "");
+    if (strcmp(mode, "badfree") == 0) {
         char *p = malloc(64);
         xt_free(p);
+    } else if (strcmp(mode, "doublefree") == 0) {
+        void *p = xt_alloc(XT_MEM_COMM, 24);
+        xt_free(p);
+        xt_free(p);
+    } else if (strcmp(mode, "overrun") == 0) {
+        float *p = xt_alloc(XT_MEM_PARAMS, 4 * sizeof(float));
+        p[4] = 1.0f;
+        xt_free(p);
+    } else if (strcmp(mode, "leak") == 0) {
+        float *p = xt_alloc(XT_MEM_PARAMS, 4 * sizeof(float));
+        p[5] = 1.0f;
+        return; /* xt_finalize checks it */
     }
     printf("test_mem: run it with --cases DIR, or --mode badfree\n");
 }
