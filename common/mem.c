@@ -22,7 +22,9 @@
  *     at the end of the case).
  * In a case the report is a WRONG note of the case record; outside one (a
  * demo, a bench) the program dies with it. The accounting does not see the
- * quarantine: a block stops counting at its xt_free.
+ * quarantine: a block stops counting at its xt_free. Benchmarks
+ * (xt_steady_allocator) keep the zones but neither poison nor quarantine:
+ * they time the algorithm, not the checks, and the grader has caught the bugs.
  */
 #include "xt_internal.h"
 
@@ -69,6 +71,7 @@ static int paused;
 static header *live;            /* every block not yet freed, newest first */
 static header *q_head, *q_tail; /* the quarantine, oldest first */
 static size_t q_bytes;
+static int poison = 1; /* 0: xt_free checks the zones and frees at once */
 
 static const char *kind_names[XT_MEM_KINDS] = {"params", "grads",       "optimizer",
                                                "master", "activations", "comm"};
@@ -292,6 +295,11 @@ void xt_free_at(void *p, const char *file, int line)
     char found[256];
     snprintf(found, sizeof found, " (found at its xt_free at %s:%d)", shown(file), line);
     int damaged = check_block(h, found, file, line);
+    if (!poison && !damaged) {
+        h->magic = 0;
+        free(h);
+        return;
+    }
     h->magic = MAGIC_FREED;
     h->free_file = file;
     h->free_line = line;
@@ -388,6 +396,7 @@ void xt_mem_print(MPI_Comm comm, const char *title)
 
 void xt_steady_allocator(void)
 {
+    poison = 0;
 #ifdef __GLIBC__
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
