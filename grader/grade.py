@@ -26,7 +26,6 @@ needs.numpy()
 
 import harness  # noqa: E402
 import launch  # noqa: E402
-import spec  # noqa: E402
 import lectures  # noqa: E402
 
 WIDTH = 78
@@ -174,7 +173,7 @@ def main():
         if not tests:
             continue
         matched += len(tests)
-        nps = sorted({n for n in spec.NPS if n <= args.max_np})
+        nps = sorted({c.np for t in tests for c in harness.cases_for(t, seed, args.max_np)})
         where = "solutions/" if args.sol else (args.tree or "student tree")
         report.line(f"{lec}   seed {seed}   np {','.join(map(str, nps))}   {version}   {where}")
 

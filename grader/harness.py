@@ -171,6 +171,9 @@ class Failure:
     kind: str
     case: Optional[spec.Case]
     lines: List[str]  # the first is the headline
+    # What to try, from the check that failed: its own hint, or the cause the grader
+    # sees; None: the test's hint.
+    hint: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -197,8 +200,9 @@ def fmt_value(v):
     return str(v)
 
 
-def compare(name, expected, got, tol, rank):
-    """None if got matches expected within tol, else a WRONG message."""
+def compare(name, expected, got, tol, rank, locate=None):
+    """None if got matches expected within tol, else a WRONG message. locate(name, index),
+    if given, says where a flat index lies (a shard's owner), or returns None."""
     expected = np.asarray(expected)
     if got is None:
         return f"rank {rank} wrote no '{name}'"
@@ -224,6 +228,9 @@ def compare(name, expected, got, tol, rank):
     maxerr = err[bad]
     maxerr = np.nanmax(maxerr) if np.isfinite(maxerr).any() else float("nan")
     where = f"[{idx}]" if expected.ndim <= 1 else str(np.unravel_index(idx, expected.shape))
+    place = locate(name, idx) if locate else None
+    if place:
+        where += f" ({place})"
     msg = (f"rank {rank} '{name}'{where} expected {fmt_value(expected.flat[idx])} "
            f"got {fmt_value(got.flat[idx])} ({nbad} of {expected.size} wrong, "
            f"max error {fmt_value(maxerr)})")
@@ -249,6 +256,13 @@ def scratch_dir(cdir, g):
     """Group g's xt_case_scratch_dir in case directory cdir, as common/case.c makes it:
     the files a program left there outlive the launch, for the grader to read."""
     return os.path.join(cdir, f"g{g}.scratch")
+
+
+def cases_for(test, seed, max_np):
+    """The cases a run with this seed grades test on, in their order."""
+    rng = np.random.default_rng(stable_seed(seed, test.exercise, test.name, "cases"))
+    cases = spec.make_cases(test, test.cases(rng))
+    return [c for c in cases if c.np <= max_np]
 
 
 def stable_seed(*parts):
@@ -325,9 +339,7 @@ class Runner:
         self.max_np = max_np
 
     def cases_of(self, test):
-        rng = np.random.default_rng(stable_seed(self.seed, test.exercise, test.name, "cases"))
-        cases = spec.make_cases(test, test.cases(rng))
-        return [c for c in cases if c.np <= self.max_np]
+        return cases_for(test, self.seed, self.max_np)
 
     def run(self, tests):
         results = {}
@@ -439,8 +451,9 @@ class Runner:
                 if first.case is not None and r.cases_failed > 1:
                     r.lines.append(f"({r.cases_failed} of {r.cases_run + died_here} cases "
                                    f"failed; this is the first)")
-                if test.hint and first.kind in ("WRONG", "RULE", "DEADLOCK"):
-                    r.lines.append(test.hint)
+                hint = first.hint or test.hint
+                if hint and first.kind in ("WRONG", "RULE", "DEADLOCK"):
+                    r.lines.append(hint)
             results[test.name] = r
         return results, rerun
 
@@ -458,8 +471,9 @@ class Runner:
             if fail:
                 r.cases_failed = 1
                 r.verdict, r.lines = fail.kind, fail.lines
-                if test.hint and fail.kind in ("WRONG", "RULE"):
-                    r.lines.append(test.hint)
+                hint = fail.hint or test.hint
+                if hint and fail.kind in ("WRONG", "RULE"):
+                    r.lines.append(hint)
                 break
         return r
 
@@ -528,13 +542,12 @@ class Runner:
                     tol = test.tolerance(case, inp, name, r) if test.tolerance else 0.0
                     if isinstance(tol, spec.Relative):
                         tol = tol.bound(exp)
-                    msg = compare(name, exp, got, tol, r)
+                    locate = (lambda n, i: test.locate(case, n, i)) if test.locate else None
+                    msg = compare(name, exp, got, tol, r, locate)
                     if msg:
-                        lines = [f"{label}: {msg}"]
-                        hint = world_hint(group)
-                        if hint:
-                            lines.append(hint)
-                        return Failure("WRONG", case, lines)
+                        hint = (world_hint(group) or
+                                agreeing_ranks_hint(case, name, expected, cdir, g))
+                        return Failure("WRONG", case, [f"{label}: {msg}"], hint=hint or None)
             if test.check and not test.check_first:
                 fail = self.run_check(test, case, inp, cdir, g, label)
                 if fail:
@@ -546,13 +559,15 @@ class Runner:
             for rule in test.rules:
                 broken = rule(case, inp, group)
                 if broken:
-                    return Failure("RULE", case, [f"{label}: {broken[0][1]}"])
+                    return Failure("RULE", case, [f"{label}: {broken[0][1]}"],
+                                   hint=getattr(rule, "hint", None))
         return None
 
     def run_check(self, test, case, inp, cdir, g, label):
         broken = test.check(case, inp, outputs_of(cdir, g, case.np))
         if broken:
-            return Failure("WRONG", case, [f"{label}: {broken[0][1]}"])
+            return Failure("WRONG", case, [f"{label}: {broken[0][1]}"],
+                           hint=getattr(test.check, "hint", None))
         return None
 
     def classify_death(self, res, status, case, k, world):
@@ -603,18 +618,52 @@ class Runner:
         for s in ranks:
             state, _, what = s.text.partition(": ")
             lines.append(f"  r{s.rank} {what}")
-        if any("MPI_Send(" in s.text or "MPI_Ssend(" in s.text for s in ranks):
+        on_world = [s.rank for s in ranks if "on MPI_COMM_WORLD" in s.text]
+        hint = None
+        if on_world:
+            # The usual cause, and the one that makes a matched-looking pair never meet.
+            who = f"rank {on_world[0]}" if len(on_world) == 1 else \
+                f"ranks {', '.join(map(str, on_world))}"
+            hint = (f"cause: {who} waited on MPI_COMM_WORLD: the function must use its comm "
+                    f"argument. The grader runs each case on a sub-communicator of a larger "
+                    f"world, so rank p of MPI_COMM_WORLD is another group's rank, or an idle "
+                    f"one: the pair above looks matched but never meets")
+        elif any("MPI_Send(" in s.text or "MPI_Ssend(" in s.text for s in ranks):
             lines.append("strict send mode: MPI_Send returns only once the matching receive is "
                          "posted, so sends that wait on each other in a cycle never return")
-        return Failure("DEADLOCK" if in_mpi else "TIMEOUT", case, lines)
+        return Failure("DEADLOCK" if in_mpi else "TIMEOUT", case, lines, hint=hint)
 
 
 def world_hint(group):
     used = sorted({e.fn for rec in group for e in rec.events if e.comm == "world"})
     if used:
-        return (f"hint: {', '.join(used)} went over MPI_COMM_WORLD; the function must use "
+        return (f"cause: {', '.join(used)} went over MPI_COMM_WORLD; the function must use "
                 f"its comm argument (the grader runs it on sub-communicators)")
     return ""
+
+
+def agreeing_ranks_hint(case, name, expected, cdir, g):
+    """When every rank should hold the same `name` and every rank does hold the same
+    wrong values, bit for bit: the communication that makes them agree works, and the
+    bug is in the arithmetic around it. "" otherwise."""
+    if case.np < 2 or case.test.gathered_outputs or any(name not in e for e in expected):
+        return ""
+    if any(not np.array_equal(np.asarray(e[name]), np.asarray(expected[0][name]))
+           for e in expected):
+        return ""  # not a replicated output
+    got = []
+    for r in range(case.np):
+        path = os.path.join(cdir, f"g{g}.r{r}.{name}.npy")
+        if not os.path.exists(path):
+            return ""
+        got.append(np.load(path))
+    if any(a.shape != got[0].shape or spec.bit_differences(a, got[0]) for a in got[1:]):
+        return ""
+    return (f"cause: all {case.np} ranks hold the same wrong '{name}', bit for bit: they agree "
+            f"with each other but not with the single-process definition, so whatever makes "
+            f"them agree works and the arithmetic around it does not: look for a missing or "
+            f"extra scale (the mean over ranks is SUM then divide by np; a 1/micro; the loss "
+            f"scale), a shard boundary, or an input every rank misreads alike")
 
 
 def mpirun_reason(output):

@@ -33,6 +33,11 @@ Each says:
                           DEVICE=cuda (lcN/<exercise>.cu)
   forbidden               symbols this exercise may not call (libxt's own copy
                           of the function the student writes, say)
+  locate(case, name, i)   optional: where flat index i of output `name` lies (its
+                          shard and owner), added to a WRONG report
+
+A rule or a check may carry its own hint (hinted(rule, text)): shown under its
+failure instead of the test's hint, which is about the whole exercise.
 
 The harness (grader/harness.py) runs the cases and applies these.
 """
@@ -100,6 +105,13 @@ class Test:
     # Symbols the exercise's object must not use, beyond every exercise's list
     # (harness.FORBIDDEN_SYMBOLS): [(regex, message with {} for the symbol)].
     forbidden: Sequence = ()
+    # Where a flat index of an output lies, for WRONG reports of sharded buffers:
+    # (case, output name, flat index) -> "flat 101: the first element of rank 1's shard ..."
+    # or None.
+    locate: Optional[Callable] = None
+    # The program's outputs are put together by libxt, the same on every rank whatever the
+    # ranks hold (ZeRO-3's shards): ranks that agree say nothing about the communication.
+    gathered_outputs: bool = False
 
 
 def test(exercise, points, **parts):
@@ -461,3 +473,10 @@ def max_rounds(bound, formula, advice):
                  f"each, in program order, after the receives before them); {name} = "
                  f"{amount(cap, ' rounds')}: {advice}")]
     return rule
+
+
+def hinted(check, text):
+    """check (a rule or a test's check) with its own hint: what to try when it is the one
+    that failed. Returns check."""
+    check.hint = text
+    return check

@@ -13,7 +13,7 @@ what each program may send.
 import numpy as np
 
 import nn
-from spec import amount, bit_differences, Relative
+from spec import amount, bit_differences, hinted, Relative
 
 STEPS = 3
 
@@ -145,3 +145,26 @@ def allreduce_budget(calls, why, blocking_why=None):
                 return out
         return out
     return rule
+
+
+hinted(identical_on_all_ranks,
+       "cause: the ranks hold different weights: broadcast rank 0's weights before the first "
+       "step, then every rank must step with the same gradient, the all-reduced one, read only "
+       "after its request has completed")
+
+
+def shard_locator(case, name, index):
+    """For the ZeRO stages' outputs step<s>_<tensor>: where tensor element `index` lies in
+    the flat buffer and in whose shard (ceil(nparams / np) each, rank r from r * shard)."""
+    tensor = name.split("_", 1)[-1]
+    m = model_of(case)
+    offsets = {t: off for t, off, _ in m.tensors}
+    if tensor not in offsets or case.np < 2:
+        return None
+    flat = offsets[tensor] + index
+    shard = -(-m.nparams // case.np)
+    owner, pos = divmod(flat, shard)
+    lo, hi = owner * shard, min(m.nparams, (owner + 1) * shard)
+    which = ("the first element" if pos == 0 else "the last element" if flat == hi - 1
+             else f"element {pos}")
+    return f"flat {flat}: {which} of rank {owner}'s shard [{lo}, {hi})"

@@ -34,8 +34,8 @@ allocated with malloc instead of xt_alloc is not counted and fails that.
 
 from spec import amount, Relative, test
 from training import (allreduce_budget, global_batches, identical_on_all_ranks, is_loss,
-                      LOSS_TOLERANCE, model_of, MODELS, step_losses, step_outputs, STEPS,
-                      training_case, training_inputs, training_label)
+                      LOSS_TOLERANCE, model_of, MODELS, shard_locator, step_losses,
+                      step_outputs, STEPS, training_case, training_inputs, training_label)
 
 LR = "0.01"
 ADAM = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-3", "wd": "0.01"}
@@ -188,7 +188,7 @@ def dp_adam_step(rng):
     return stage_cases()
 
 
-@test("adam_zero1", points=15,
+@test("adam_zero1", points=15, locate=shard_locator,
       inputs=training_inputs, reference=adam_reference, tolerance=adam_tolerance,
       label=stage_label, check=identical_on_all_ranks, check_first=True,
       rules=[memory_budget(1),
@@ -201,7 +201,7 @@ def zero1_step(rng):
     return stage_cases()
 
 
-@test("adam_zero2", points=15,
+@test("adam_zero2", points=15, locate=shard_locator,
       inputs=training_inputs, reference=adam_reference, tolerance=adam_tolerance,
       label=stage_label, check=identical_on_all_ranks, check_first=True,
       rules=[memory_budget(2), no_allreduce("ZeRO-2"), reduce_scatter_bytes,
@@ -214,7 +214,7 @@ def zero2_step(rng):
 
 # ZeRO-3's outputs are its shards put together by libxt, the same array on every
 # rank: there is nothing for an identity check to see, so it has none.
-@test("adam_zero3", points=20,
+@test("adam_zero3", points=20, locate=shard_locator, gathered_outputs=True,
       inputs=training_inputs, reference=adam_reference, tolerance=adam_tolerance,
       label=stage_label,
       rules=[memory_budget(3), no_allreduce("ZeRO-3"), reduce_scatter_bytes,
