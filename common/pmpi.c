@@ -266,7 +266,7 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm 
     int outer = enter(FN(MPI_Irecv), src, tag, b, comm);
     if (outer) {
         xti_check_buffer_free(FN(MPI_Irecv), 'R', buf, count, dt);
-        xti_watch_recv(buf, count, dt, src);
+        xti_watch_posted(buf, count, dt);
     }
     int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, req);
     if (outer && rc == MPI_SUCCESS)
@@ -396,6 +396,16 @@ static void free_saved(saved_reqs *s, MPI_Status *user_st)
         free(s->sp);
 }
 
+/* A request completed: count it, and show a receive to a demo's watch now, when its data
+ * has arrived (not when it was posted: the step it belongs to may not have begun). */
+static void completed(MPI_Request h, const MPI_Status *st)
+{
+    int bytes = 0;
+    const void *into = xti_request_complete(h, st, &bytes);
+    if (into)
+        xti_watch_recv(into, bytes, MPI_BYTE, st->MPI_SOURCE);
+}
+
 int MPI_Wait(MPI_Request *req, MPI_Status *status)
 {
     MPI_Status local;
@@ -406,7 +416,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status)
         xti_request_show(&h, 1);
     int rc = PMPI_Wait(req, st);
     if (outer && rc == MPI_SUCCESS)
-        xti_request_complete(h, st);
+        completed(h, st);
     return leave(rc);
 }
 
@@ -418,7 +428,7 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
     int outer = enter(FN(MPI_Test), -1, -1, 0, MPI_COMM_NULL);
     int rc = PMPI_Test(req, flag, st);
     if (outer && rc == MPI_SUCCESS && *flag)
-        xti_request_complete(h, st);
+        completed(h, st);
     return leave(rc);
 }
 
@@ -432,7 +442,7 @@ int MPI_Waitall(int n, MPI_Request hs[], MPI_Status sts[])
     int rc = PMPI_Waitall(n, hs, s.sp);
     for (int i = 0; outer && i < n; i++)
         if (rc == MPI_SUCCESS || s.sp[i].MPI_ERROR == MPI_SUCCESS)
-            xti_request_complete(s.hp[i], &s.sp[i]);
+            completed(s.hp[i], &s.sp[i]);
     free_saved(&s, sts);
     return leave(rc);
 }
@@ -444,7 +454,7 @@ int MPI_Testall(int n, MPI_Request hs[], int *flag, MPI_Status sts[])
     int outer = enter(FN(MPI_Testall), -1, -1, 0, MPI_COMM_NULL);
     int rc = PMPI_Testall(n, hs, flag, s.sp);
     for (int i = 0; outer && rc == MPI_SUCCESS && *flag && i < n; i++)
-        xti_request_complete(s.hp[i], &s.sp[i]);
+        completed(s.hp[i], &s.sp[i]);
     free_saved(&s, sts);
     return leave(rc);
 }
@@ -460,7 +470,7 @@ int MPI_Waitany(int n, MPI_Request hs[], int *index, MPI_Status *status)
         xti_request_show(s.hp, n);
     int rc = PMPI_Waitany(n, hs, index, st);
     if (outer && rc == MPI_SUCCESS && *index != MPI_UNDEFINED)
-        xti_request_complete(s.hp[*index], st);
+        completed(s.hp[*index], st);
     free_saved(&s, MPI_STATUSES_IGNORE);
     return leave(rc);
 }
@@ -474,7 +484,7 @@ int MPI_Testany(int n, MPI_Request hs[], int *index, int *flag, MPI_Status *stat
     int outer = enter(FN(MPI_Testany), -1, -1, 0, MPI_COMM_NULL);
     int rc = PMPI_Testany(n, hs, index, flag, st);
     if (outer && rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED)
-        xti_request_complete(s.hp[*index], st);
+        completed(s.hp[*index], st);
     free_saved(&s, MPI_STATUSES_IGNORE);
     return leave(rc);
 }
@@ -490,7 +500,7 @@ static int some(int fn, int n, MPI_Request hs[], int *outcount, int idx[], MPI_S
                                     : PMPI_Testsome(n, hs, outcount, idx, s.sp);
     if (outer && rc == MPI_SUCCESS && *outcount != MPI_UNDEFINED)
         for (int i = 0; i < *outcount; i++)
-            xti_request_complete(s.hp[idx[i]], &s.sp[i]);
+            completed(s.hp[idx[i]], &s.sp[i]);
     free_saved(&s, sts);
     return leave(rc);
 }

@@ -211,18 +211,23 @@ void xti_request_started(MPI_Request h)
     }
 }
 
-void xti_request_complete(MPI_Request h, const MPI_Status *st)
+const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes)
 {
     request *r = req_find(h);
     if (!r || !r->active)
-        return;
-    if (r->dir == 'R')
+        return NULL;
+    const void *into = NULL;
+    if (r->dir == 'R') {
         xti_count_recv(r->fn, st, r->comm);
+        into = r->lo;
+        *bytes = (int)(r->hi - r->lo);
+    }
     if (r->persistent) {
         r->active = 0;
         owner_drop(h);
     } else
         req_remove(r);
+    return into;
 }
 
 void xti_request_freed(MPI_Request h)

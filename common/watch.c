@@ -10,6 +10,10 @@
  * comes from the MPI calls themselves, so it shows whatever the code under
  * the watch did, a student's own included. How the buffer is cut into
  * chunks is the caller's: it passes the chunks' lengths, as MPI's counts.
+ *
+ * Nonblocking receives count when they complete, not when they are posted;
+ * until then the snapshots show their part of the buffer as it was when
+ * posted, not whatever MPI has already written there.
  */
 #include "xt_internal.h"
 
@@ -17,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_STEPS = 64, MAX_CHUNKS = 64, MAX_WATCH_BYTES = 1 << 16 };
+enum { MAX_STEPS = 64, MAX_CHUNKS = 64, MAX_WATCH_BYTES = 1 << 16, MAX_PENDING = 16 };
 
 typedef struct {
     int to, sent_a, sent_b;   /* to: -1 if nothing sent; a = b = -1: not from the buffer */
@@ -37,7 +41,18 @@ static struct {
     step steps[MAX_STEPS];
     int n;
     int overflow; /* steps past MAX_STEPS were not kept */
+    struct {
+        int a, b;    /* elements [a, b) of the buffer */
+        char *saved; /* what they held when the receive was posted */
+    } pending[MAX_PENDING];
+    int npending;
 } w;
+
+static void drop_pending(int i)
+{
+    free(w.pending[i].saved);
+    w.pending[i] = w.pending[--w.npending];
+}
 
 void xt_watch_begin(const void *buf, MPI_Datatype dt, const int *chunk_counts, int nchunks)
 {
@@ -83,7 +98,26 @@ static char *snapshot(void)
 {
     char *copy = xt_malloc((size_t)w.count * (size_t)w.size + 1);
     memcpy(copy, w.base, (size_t)w.count * (size_t)w.size);
+    for (int i = 0; i < w.npending; i++)
+        memcpy(copy + (size_t)w.pending[i].a * w.size, w.pending[i].saved,
+               (size_t)(w.pending[i].b - w.pending[i].a) * w.size);
     return copy;
+}
+
+void xti_watch_posted(const void *buf, int count, MPI_Datatype dt)
+{
+    int a, b;
+    if (!w.on || w.npending == MAX_PENDING)
+        return;
+    range(buf, count, dt, &a, &b);
+    if (a < 0 || b <= a)
+        return;
+    size_t len = (size_t)(b - a) * w.size;
+    char *saved = xt_malloc(len);
+    memcpy(saved, w.base + (size_t)a * w.size, len);
+    w.pending[w.npending].a = a;
+    w.pending[w.npending].b = b;
+    w.pending[w.npending++].saved = saved;
 }
 
 static step *new_step(void)
@@ -120,7 +154,16 @@ void xti_watch_send(const void *buf, int count, MPI_Datatype dt, int peer)
 
 void xti_watch_recv(const void *buf, int count, MPI_Datatype dt, int peer)
 {
-    if (!w.on || peer < 0)
+    if (!w.on)
+        return;
+    int a, b;
+    range(buf, count, dt, &a, &b);
+    for (int i = 0; i < w.npending; i++)
+        if (w.pending[i].a == a && w.pending[i].b == b) {
+            drop_pending(i);
+            break;
+        }
+    if (peer < 0)
         return;
     step *s = current();
     if (!s)
@@ -259,4 +302,6 @@ void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np))
     for (int k = 0; k < w.n; k++)
         free(w.steps[k].after);
     w.n = 0;
+    while (w.npending)
+        drop_pending(0);
 }

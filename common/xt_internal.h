@@ -309,14 +309,16 @@ void xti_trace_write(void);
 /* watch.c */
 /* What the PMPI layer tells xt_watch about the watched buffer. */
 void xti_watch_send(const void *buf, int count, MPI_Datatype dt, int peer);
-void xti_watch_recv(const void *buf, int count, MPI_Datatype dt, int peer);
+void xti_watch_posted(const void *buf, int count, MPI_Datatype dt); /* a nonblocking receive */
+void xti_watch_recv(const void *buf, int count, MPI_Datatype dt, int peer); /* completed */
 void xti_watch_fold(const void *buf, int count, MPI_Datatype dt);
 
 /* requests.c */
 void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, char comm,
                      int persistent, const void *buf, int count, MPI_Datatype dt);
 void xti_request_started(MPI_Request h); /* a persistent request's start: counts a send */
-void xti_request_complete(MPI_Request h, const MPI_Status *st); /* counts a receive */
+/* Counts a completed receive and returns its buffer (*bytes long); NULL for anything else. */
+const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes);
 void xti_request_freed(MPI_Request h);
 void xti_request_show(const MPI_Request *hs, int n); /* what a wait waits for, to call.c */
 /* Notes (RACE) a buffer that a pending request owns. */

@@ -187,6 +187,24 @@ def test_todo(s):
              lines + tail(r.output), f"({took:.1f} s)")
 
 
+def test_watch(s):
+    exe = os.path.join(TESTS_BIN, "test_watch")
+    out = {m: mpirun(4, [exe, f"--mode={m}"]) for m in ("blocking", "nonblocking")}
+    problems = [f"--mode={m}: exit {r.returncode}: " + " | ".join(tail(r.output, 3))
+                for m, r in out.items() if r.returncode != 0]
+    views = {m: [ln for ln in r.output.splitlines() if ln.startswith(("step", "[r"))]
+             for m, r in out.items()}
+    if not problems and views["blocking"] != views["nonblocking"]:
+        diff = [f"{a}  |  {b}" for a, b in zip(views["blocking"], views["nonblocking"]) if a != b]
+        problems.append("the views differ (Sendrecv | Irecv, Isend, Waitall): " + "; ".join(diff[:3]))
+    if not problems and "[r0] c0 -> r1      c3 <- r3               [10| 0| 0|40]" not in \
+            views["nonblocking"]:
+        problems.append("step 1 of rank 0 is not 'c0 -> r1, c3 <- r3, [10| 0| 0|40]': " +
+                        " | ".join(views["nonblocking"][:3]))
+    s.record("watch: a nonblocking ring (Irecv, Isend, Waitall) shows the steps of a blocking "
+             "one: receives count when they complete", not problems, problems)
+
+
 def test_trace(s):
     d = fresh("trace")
     path = os.path.join(d, "run.json")
@@ -953,7 +971,7 @@ def test_mem(s):
 def libxt(s):
     s.section("libxt")
     for t in (test_npy, test_pmpi, test_strict, test_watchdog, test_todo, test_crash, test_cases,
-              test_mem, test_trace, test_cuda, test_nn):
+              test_mem, test_trace, test_watch, test_cuda, test_nn):
         t(s)
 
 
