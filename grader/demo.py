@@ -14,10 +14,12 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import harness  # noqa: E402
 import launch  # noqa: E402
 
 
@@ -52,6 +54,12 @@ def main():
     launch.install_signal_handlers()
     banner = BannerFilter()
     res = launch.run(cmd, timeout=300, env=launch.mpi_env(), on_line=banner.line)
+    if banner.blocked:
+        # The same explanation as a graded deadlock's, in rank order.
+        lines, _ = harness.blocked_explanation(sorted(banner.blocked), in_a_case=False)
+        print(f"demo: no progress for {banner.limit} s; the ranks were blocked in:")
+        for ln in lines:
+            print(textwrap.fill(ln, 78, subsequent_indent="    "), flush=True)
     if res.timed_out:
         print("demo: stopped after 300 s", file=sys.stderr)
     return res.returncode
@@ -67,8 +75,15 @@ class BannerFilter:
 
     def __init__(self):
         self.inside = False
+        self.blocked = []  # (rank, call) from the watchdog's lines, explained after the run
+        self.limit = ""
 
     def line(self, text):
+        m = re.match(r"\[xt\] watchdog: still running after ([\d.]+) s; rank (\d+): (.*)", text)
+        if m:
+            self.limit = m.group(1).removesuffix(".0")
+            self.blocked.append((int(m.group(2)), m.group(3)))
+            return
         if re.fullmatch(r"-{20,}", text.strip()):
             self.inside = not self.inside
             return

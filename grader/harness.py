@@ -614,24 +614,35 @@ class Runner:
             head = f"{label}: no progress for {limit:g} s; the ranks were blocked in:"
         else:
             head = f"{label}: still running after {limit:g} s, no rank inside MPI:"
-        lines = [head]
-        for s in ranks:
-            state, _, what = s.text.partition(": ")
-            lines.append(f"  r{s.rank} {what}")
-        on_world = [s.rank for s in ranks if "on MPI_COMM_WORLD" in s.text]
-        hint = None
-        if on_world:
-            # The usual cause, and the one that makes a matched-looking pair never meet.
-            who = f"rank {on_world[0]}" if len(on_world) == 1 else \
-                f"ranks {', '.join(map(str, on_world))}"
-            hint = (f"cause: {who} waited on MPI_COMM_WORLD: the function must use its comm "
-                    f"argument. The grader runs each case on a sub-communicator of a larger "
-                    f"world, so rank p of MPI_COMM_WORLD is another group's rank, or an idle "
-                    f"one: the pair above looks matched but never meets")
-        elif any("MPI_Send(" in s.text or "MPI_Ssend(" in s.text for s in ranks):
-            lines.append("strict send mode: MPI_Send returns only once the matching receive is "
-                         "posted, so sends that wait on each other in a cycle never return")
-        return Failure("DEADLOCK" if in_mpi else "TIMEOUT", case, lines, hint=hint)
+        blocked = [(s.rank, s.text.partition(": ")[2]) for s in ranks]
+        lines, hint = blocked_explanation(blocked, in_a_case=True)
+        return Failure("DEADLOCK" if in_mpi else "TIMEOUT", case, [head] + lines, hint=hint)
+
+
+def blocked_explanation(blocked, in_a_case):
+    """For ranks that made no progress, [(rank, the call they were in)]: the report's lines
+    (one per rank, then why it cannot return) and the cause's hint, or None. in_a_case: the
+    ranks ran a graded case, on a sub-communicator, where MPI_COMM_WORLD is the likely cause
+    (a demo runs on the whole world, where it is not)."""
+    lines = [f"  r{rank} {what}" for rank, what in blocked]
+    on_world = [rank for rank, what in blocked if "on MPI_COMM_WORLD" in what]
+    if in_a_case and on_world:
+        # The usual cause, and the one that makes a matched-looking pair never meet.
+        who = f"rank {on_world[0]}" if len(on_world) == 1 else \
+            f"ranks {', '.join(map(str, on_world))}"
+        return lines, (f"cause: {who} waited on MPI_COMM_WORLD: the function must use its comm "
+                       f"argument. The grader runs each case on a sub-communicator of a larger "
+                       f"world, so rank p of MPI_COMM_WORLD is another group's rank, or an idle "
+                       f"one: the pair above looks matched but never meets")
+    if any("MPI_Send(" in what or "MPI_Ssend(" in what for _, what in blocked):
+        lines.append("strict send mode: MPI_Send returns only once the matching receive is "
+                     "posted, so sends that wait on each other in a cycle never return")
+    elif blocked and all(what.startswith(("MPI_Recv(", "MPI_Probe(", "MPI_Mprobe("))
+                         for _, what in blocked):
+        lines.append("every rank waits for a message that no rank has sent: each receives "
+                     "before it sends, in a cycle; one side must send first (or use "
+                     "MPI_Sendrecv, or post the receive with MPI_Irecv before the send)")
+    return lines, None
 
 
 def world_hint(group):

@@ -441,6 +441,32 @@ def test_grader_units(s):
     s.record("hints: three levels read in order; a missing or empty level, no Hints heading, and a "
              "TODO over its bound are refused", not bad, bad)
     test_rounds(s)
+    test_blocked_explanations(s)
+
+
+def test_blocked_explanations(s):
+    """What a deadlock report adds to the blocked calls, graded and in a demo."""
+    import demo
+    recv_cycle = [(0, "MPI_Recv(from 2, tag 0, up to 12 B) on MPI_COMM_WORLD for 3.0 s"),
+                  (1, "MPI_Recv(from 0, tag 0, up to 12 B) on MPI_COMM_WORLD for 3.0 s")]
+    sends = [(0, "MPI_Send(to 1, tag 0, 4 B) for 3.0 s"), (1, "MPI_Send(to 0, tag 0, 4 B) for 3.0 s")]
+    problems = []
+    lines, hint = harness.blocked_explanation(recv_cycle, in_a_case=True)
+    if not (hint and hint.startswith("cause: ranks 0, 1 waited on MPI_COMM_WORLD")):
+        problems.append(f"a graded case blocked on MPI_COMM_WORLD: hint {hint!r}")
+    lines, hint = harness.blocked_explanation(recv_cycle, in_a_case=False)
+    if hint or not lines[-1].startswith("every rank waits for a message that no rank has sent"):
+        problems.append(f"a demo's receive cycle: {lines[-1]!r}, hint {hint!r}")
+    lines, hint = harness.blocked_explanation(sends, in_a_case=True)
+    if hint or not lines[-1].startswith("strict send mode"):
+        problems.append(f"two sends: {lines[-1]!r}")
+    banner = demo.BannerFilter()
+    banner.line("[xt] watchdog: still running after 3.0 s; rank 1: " + recv_cycle[1][1])
+    if banner.blocked != [recv_cycle[1]] or banner.limit != "3":
+        problems.append(f"the demo's watchdog line read as {banner.blocked}, limit {banner.limit}")
+    s.record("deadlock reports: MPI_COMM_WORLD named as the cause in a graded case, not in a demo; "
+             "a receive cycle and a send cycle explained; the demo reads the watchdog's lines",
+             not problems, problems)
 
 
 def test_rounds(s):
