@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -36,6 +37,15 @@ def tool_problems():
     need = [("mpirun", "openmpi-bin"), ("mpicc", "libopenmpi-dev"), ("make", "make"),
             ("nm", "binutils"), ("addr2line", "binutils")]
     return [(tool, pkg) for tool, pkg in need if shutil.which(tool) is None]
+
+
+def host_resolves():
+    """Whether this machine's own name resolves: MPI looks it up at every start."""
+    try:
+        socket.gethostbyname(socket.gethostname())
+        return True
+    except OSError:
+        return False
 
 
 def has_gpu():
@@ -160,6 +170,7 @@ def main():
     gpu = has_gpu() if args.device == "cuda" else False
 
     started = time.monotonic()
+    slowest_start = 0.0
     total = possible = 0
     out_json = {"seed": seed, "tree": tree, "mpi": version, "lectures": []}
     matched = 0
@@ -221,6 +232,7 @@ def main():
                             harness.Exercise(lec, ex, sources[ex], binaries[ex], ex_tests),
                             seed, work, watchdog=args.watchdog, max_np=args.max_np)
                         results = runner.run(ex_tests)
+                        slowest_start = max(slowest_start, runner.start_seconds)
                 for r in results:
                     lec_results.append((ex, r))
                     report.result(ex, r, rerun, show_dir=r.verdict not in ("TODO", "BUILD"))
@@ -244,6 +256,10 @@ def main():
         print(f"grade: no tests{what}{dev}", file=sys.stderr)
         return 2
     elapsed = time.monotonic() - started
+    note = harness.slow_start_note(slowest_start, socket.gethostname(), host_resolves())
+    if note:
+        for ln in wrap(note, ""):
+            report.line(ln)
     report.line(f"Score: {total}/{possible}   ({elapsed:.1f} s)")
     out_json.update({"score": total, "max": possible, "seconds": round(elapsed, 2)})
     if args.json:

@@ -13,6 +13,7 @@ not counted). A test's verdict is that of its first failing case.
 """
 
 import dataclasses
+import glob
 import hashlib
 import os
 import re
@@ -258,6 +259,37 @@ def scratch_dir(cdir, g):
     return os.path.join(cdir, f"g{g}.scratch")
 
 
+def launch_overhead(launch_dir, seconds):
+    """Seconds of a launch that no case accounts for: mpirun starting the ranks, MPI_Init,
+    the program's set-up and finalize. Each case counts its slowest rank."""
+    per_case = {}
+    for path in glob.glob(os.path.join(launch_dir, "c*", "g*.r*.mpi.txt")):
+        case = os.path.basename(os.path.dirname(path))
+        try:
+            with open(path) as f:
+                t = next((float(ln[2:]) for ln in f if ln.startswith("T ")), 0.0)
+        except (OSError, ValueError):
+            continue
+        per_case[case] = max(per_case.get(case, 0.0), t)
+    return max(0.0, seconds - sum(per_case.values()))
+
+
+# A launch that spends this long outside its cases is slow to start.
+SLOW_START = 5.0
+
+
+def slow_start_note(seconds, hostname, resolves):
+    """The one line a report adds when launches were slow to start, or ""."""
+    if seconds < SLOW_START:
+        return ""
+    why = (f"the usual cause is a host name that does not resolve: '{hostname}' does not "
+           f"(add '127.0.1.1 {hostname}' to /etc/hosts)" if not resolves else
+           "the machine may be busy, or MPI slow to find its network (docs/setup.md, Slow "
+           "starts)")
+    return (f"note: a launch spent {seconds:.0f} s outside its cases, starting the ranks "
+            f"and MPI: {why}")
+
+
 def cases_for(test, seed, max_np):
     """The cases a run with this seed grades test on, in their order."""
     rng = np.random.default_rng(stable_seed(seed, test.exercise, test.name, "cases"))
@@ -337,6 +369,7 @@ class Runner:
         self.work_dir = work_dir
         self.watchdog = watchdog
         self.max_np = max_np
+        self.start_seconds = 0.0  # the most a launch spent outside its cases
 
     def cases_of(self, test):
         return cases_for(test, self.seed, self.max_np)
@@ -398,6 +431,7 @@ class Runner:
         res = launch.run(cmd, timeout=60 + 2 * max_wd,
                          log_path=os.path.join(launch_dir, "output.txt"))
         status = read_status(launch_dir, world)
+        self.start_seconds = max(self.start_seconds, launch_overhead(launch_dir, res.seconds))
         return world, inputs, res, status
 
     # One mpirun for the pending tests; returns (results, tests to run again).

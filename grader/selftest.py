@@ -467,6 +467,11 @@ def test_blocked_explanations(s):
     s.record("deadlock reports: MPI_COMM_WORLD named as the cause in a graded case, not in a demo; "
              "a receive cycle and a send cycle explained; the demo reads the watchdog's lines",
              not problems, problems)
+    notes = [harness.slow_start_note(t, "box", ok) for t, ok in ((1.2, False), (9.0, False),
+                                                                   (9.0, True))]
+    s.record("slow starts: none below 5 s; above, the unresolved host name named with its fix, "
+             "else the general note", notes[0] == "" and "'127.0.1.1 box'" in notes[1] and
+             "does not resolve" not in notes[2] and notes[2].startswith("note:"), notes)
 
 
 def test_rounds(s):
