@@ -127,7 +127,7 @@ def main():
     number = args.case
     if number is None:
         if not summary["failed"]:
-            print(f"debug: the last grade of {ex} (seed {seed}) passed every case: choose one "
+            print(f"debug: no case failed in the last grade of {ex} (seed {seed}): choose one "
                   f"with CASE=i, 0 to {len(cases) - 1} ({work}/launch1/cases.txt lists them)",
                   file=sys.stderr)
             return 1

@@ -10,6 +10,10 @@ case in a launch of its own, after the others.
 
 Verdicts: OK, WRONG, RULE, TODO, CRASH, DEADLOCK, TIMEOUT, BUILD (and SKIPPED,
 not counted). A test's verdict is that of its first failing case.
+
+An exercise numbers its cases (numbered_cases): the same number in every launch
+(case <k> in cases.txt, directory c<k>/), in the report and in CASE=, which
+grades one case alone; make debug (grader/debug.py) runs one under a debugger.
 """
 
 import dataclasses
@@ -411,8 +415,8 @@ class Runner:
         return os.path.join(self.work_dir, f"launch{self.launches}")
 
     def start(self, plan, launch_dir):
-        """Writes the inputs and cases.txt of plan, [(test, case, global index)], and runs
-        them in one mpirun: (world size, {index: inputs per group}, result, status lines)."""
+        """Writes the inputs and cases.txt of plan, [(test, case, its number)], and runs
+        them in one mpirun: (world size, {number: inputs per group}, result, status lines)."""
         os.makedirs(launch_dir, exist_ok=True)
         world = self.graded_world(plan)
         inputs = {}
