@@ -67,6 +67,22 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%: $(BUILD)/%.o $$(call lecture_obj,$$*) $(LIBXT)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
+# For editors (clangd, VS Code, Vim): compile_commands.json, how each C file
+# compiles, from these flags (grader/compdb.py). Every make command brings it up
+# to date, as make remakes an included makefile before anything else: the stamp
+# below, remade when a directory of C files gains or loses one, or when the
+# database is missing. Not for git.
+COMPDB_SOURCES := $(wildcard common/*.c common/tests/*.c) \
+                  $(foreach l,$(LECTURES),$(wildcard $(l)/*.c solutions/$(l)/*.c grader/lectures/$(l)/*.c))
+COMPDB_STAMP   := $(BUILD)/compdb.mk
+$(COMPDB_STAMP): grader/compdb.py Makefile grader/lectures/ $(sort $(dir $(COMPDB_SOURCES))) \
+                 $(if $(wildcard compile_commands.json),,compdb-missing)
+	@mkdir -p $(@D)
+	@tmp=compile_commands.json.$$$$ && \
+	  $(PYTHON) grader/compdb.py --mpicc "$(MPICC)" --flags "$(CFLAGS) $(XT_CFLAGS)" \
+	    $(COMPDB_SOURCES) > $$tmp && mv $$tmp compile_commands.json
+	@echo "# compile_commands.json is up to date (grader/compdb.py)" > $@
+
 # ---------------------------------------------------------------------- CUDA
 
 CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC) 2>/dev/null)))
@@ -117,6 +133,10 @@ $(LECTURE_MK): grader/makefrag.py $(wildcard grader/lectures/*/bench.py)
 	@$(PYTHON) grader/makefrag.py > $@.tmp && mv $@.tmp $@
 ifeq ($(filter clean help,$(MAKECMDGOALS)),)
 include $(LECTURE_MK)
+# (Other build directories, such as make test's clang build, leave it alone.)
+ifeq ($(BUILD),build)
+include $(COMPDB_STAMP)
+endif
 endif
 # The lecture of an object's stem: solutions/lcN_x/ex -> lcN_x.
 bench_lecture = $(notdir $(patsubst %/,%,$(dir $(1))))
@@ -160,7 +180,7 @@ $(BUILD)/bench/%/bench: $(BUILD)/grader/lectures/$$(notdir $$*)/bench.o $$(call 
 # then prints the python3 that has NumPy.
 ARGS_LC     = $(if $(LC),--lc $(LC))
 ARGS_GRADE  = $(ARGS_LC) $(if $(filter 1,$(SOL)),--sol) $(if $(EX),--ex $(EX)) \
-              $(if $(SEED),--seed $(SEED)) $(if $(JSON),--json $(JSON)) \
+              $(if $(SEED),--seed $(SEED)) $(if $(CASE),--case $(CASE)) $(if $(JSON),--json $(JSON)) \
               $(if $(DEVICE),--device $(DEVICE)) $(if $(WATCHDOG),--watchdog $(WATCHDOG))
 
 grade:
@@ -168,6 +188,12 @@ grade:
 
 test:
 	@py=$$(grader/setup.sh --test) && "$$py" grader/selftest.py $(if $(filter 1,$(CUDA)),--cuda)
+
+# One case again, rank RANK waiting for gdb (grader/debug.py).
+debug:
+	@py=$$(grader/setup.sh) && "$$py" grader/debug.py $(ARGS_LC) $(if $(EX),--ex $(EX)) \
+		$(if $(CASE),--case $(CASE)) $(if $(RANK),--rank $(RANK)) $(if $(filter 1,$(SOL)),--sol) \
+		$(if $(SEED),--seed $(SEED))
 
 deps:
 	@grader/setup.sh --test >/dev/null && echo "all dependencies are present"
@@ -200,7 +226,10 @@ clean:
 help:
 	@echo "make                     build everything (CUDA=1: the CUDA parts too)"
 	@echo "make grade LC=1          grade lecture 1's student tree (SOL=1: the solutions;"
-	@echo "                         EX=name: one exercise; SEED=n: the same inputs again)"
+	@echo "                         EX=name: one exercise; SEED=n: the same inputs again;"
+	@echo "                         CASE=i: only case i of that, as the report numbers it)"
+	@echo "make debug EX=name       the first failing case of the last grade again, rank 0"
+	@echo "                         waiting for gdb (CASE=i, RANK=r, SOL=1: others)"
 	@echo "make test                the project's tests: libxt, stubs, solutions, mutants"
 	@echo "make demo EX=name NP=4   run a solution in lecture mode (SOL=0: your own;"
 	@echo "                         TRACE=1: a timeline for https://ui.perfetto.dev)"
@@ -214,4 +243,4 @@ help:
 	@echo "make format              clang-format every C file"
 	@echo "make clean               remove build/"
 
-.PHONY: all cuda grade test deps demo bench lectures hint stubs format clean help
+.PHONY: compdb-missing all cuda grade test debug deps demo bench lectures hint stubs format clean help

@@ -128,6 +128,9 @@ void xt_run_cases(void (*run_case)(xt_case *c))
         free(copy);
     }
 
+    /* Here, and not at start-up, so that the other ranks wait in the sleeping barrier
+     * below rather than spin in a collective. */
+    xti_debug_wait();
     for (int i = 0; i < nlines; i++) {
         xt_case c = {0};
         c.line = strdup(lines[i]);

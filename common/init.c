@@ -40,6 +40,9 @@ static void usage(const char *prog)
            "  --out DIR          write the MPI call counters (mpi.r<rank>.txt) to DIR\n"
            "  --watchdog SEC     end the run with a report after SEC seconds (0: never)\n"
            "  --no-strict        let MPI_Send buffer (strict send is on by default)\n"
+           "  --debug-rank R     rank R waits for a debugger (gdb -p) at start; other ranks\n"
+           "                     wait for it (use with --watchdog 0; make debug does both)\n"
+           "  --debug-break FN   with --debug-rank: the gdb command printed breaks in FN\n"
            "  --count N          demo input length, where the demo takes one\n",
            prog);
 }
@@ -94,10 +97,12 @@ void xt_init(int *argc, char ***argv)
     const char *env_wd = getenv("XT_WATCHDOG");
     xti.watchdog_limit = xt_arg_double("watchdog", env_wd ? atof(env_wd) : (cases ? 10.0 : 60.0));
     xti_watchdog_start();
-    if (cases)
-        xti_cases_dir(cases);
-    else
+    if (cases) {
+        xti_cases_dir(cases); /* a rank to debug waits before its first case */
+    } else {
+        xti_debug_wait();
         xt_watchdog_arm(xti.watchdog_limit);
+    }
 }
 
 void xt_finalize(void)

@@ -11,7 +11,7 @@
  *   0 core_state.c core_clock.c dtype.c
  *   1 core_err.c mpi_names.c
  *   2 core_opts.c print.c npy.c notes.c counters.c call.c
- *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c
+ *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c
  *   4 pmpi.c record.c nn.c
  *   5 case.c
  *   6 case_run.c train.c
@@ -22,11 +22,12 @@
  * In words: the base (0-2: state, clock, dtypes, errors, options) with
  * printing and files (print.c, npy.c); then the instrumentation (2-4: the
  * MPI function table, counters, the call in progress, notes, requests,
- * memory, trace, the buffer watch, the watchdog, crash reports, the PMPI
- * wrappers, the case record) and the numeric layer (nn.c); then the case
- * protocol (5-6: one case, the case runner, the training harness); then
- * init/main (7); the CUDA helpers sit above every C file. Code that only
- * one lecture's programs share is not here: it is that lecture's lecture.c.
+ * memory, trace, the buffer watch, the watchdog, crash reports, the wait
+ * for a debugger, the PMPI wrappers, the case record) and the numeric
+ * layer (nn.c); then the case protocol (5-6: one case, the case runner,
+ * the training harness); then init/main (7); the CUDA helpers sit above
+ * every C file. Code that only one lecture's programs share is not here: it
+ * is that lecture's lecture.c.
  * Where a lower layer needs something a higher one knows, the higher one
  * installs a hook at start-up (npy.c's guard, installed by case.c).
  *
@@ -37,6 +38,7 @@
 
 #include "xt_harness.h"
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -333,6 +335,12 @@ void xti_watchdog_stop(void);
 /* crash.c */
 void xti_crash_catch_mpi_errors(void); /* libxt's error handler on MPI_COMM_WORLD and SELF */
 void xti_crash_catch_signals(void);    /* fatal signals, and exit() before MPI_Finalize */
+
+/* debugger.c */
+/* With --debug-rank equal to this rank: print the PID and the gdb command, and sleep until
+ * a debugger (or SIGUSR1) clears xt_debug_wait. Otherwise nothing. */
+void xti_debug_wait(void);
+extern volatile sig_atomic_t xt_debug_wait;
 
 /* ----------------------------------------------------------------- layer 4 */
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Grades a lecture: builds its programs, runs their cases, prints the report.
 
-    make grade LC=1 [SOL=1] [EX=substring] [SEED=n] [JSON=file]
+    make grade LC=1 [SOL=1] [EX=substring] [SEED=n] [CASE=i] [JSON=file]
 
-is  python3 grader/grade.py --lc 1 [--sol] [--ex ...] [--seed n] [--json file].
+is  python3 grader/grade.py --lc 1 [--sol] [--ex ...] [--seed n] [--case i] [--json file].
 Exit status: 0 only with full marks; 1 otherwise; 2 for a usage error.
 """
 
@@ -71,10 +71,10 @@ class Report:
         if not self.quiet:
             print(text, flush=True)
 
-    def result(self, ex, r, rerun, show_dir):
+    def result(self, ex, r, rerun, show_dir, debug="", scored=True):
         t = r.test
         time_s = f"{r.seconds:.2f}s" if r.cases_run else ""
-        pts = f"{r.points}/{t.points}" if r.verdict != "SKIPPED" else "-"
+        pts = f"{r.points}/{t.points}" if r.verdict != "SKIPPED" and scored else "-"
         self.line(f"  {ex:<23} {t.name:<21} {r.verdict:<8} {pts:>5}  {time_s}".rstrip())
         if r.verdict in ("OK", "SKIPPED"):
             for text in r.lines:
@@ -88,20 +88,55 @@ class Report:
             self.line(f"      read: docs/{t.lecture}.md#{ex}")
         if r.verdict == "TODO":
             self.line(f"      stuck? make hint EX={ex} (the idea first, then more)")
-        self.line(f"      rerun: {rerun}")
+        # The failing case's number: CASE= grades it alone, make debug runs it in gdb.
+        case = r.case.number if r.case is not None and show_dir else None
+        make = rerun.startswith("make ")
+        arg = (f"CASE={case}" if make else f"--case {case}") if case is not None else ""
+        alone = f" [{arg}]" if case is not None and scored else ""
+        self.line(f"      rerun: {rerun}{alone}")
+        if case is not None and debug:
+            self.line(f"      debug: {debug} {arg} (rank 0 waits for gdb)")
         if show_dir and r.launch_dir:
-            where = os.path.relpath(r.launch_dir)
-            self.line(f"      cases kept in {where}/")
-            self.line(f"        (sh {where}/run.sh runs them again)")
+            self.line(f"      cases kept in {os.path.relpath(r.launch_dir)}/")
 
 
 def rerun_command(args, lecture, exercise, seed):
+    case = "" if args.case is None else f" --case {args.case}"
     if args.tree and not args.sol:
         return (f"python3 grader/grade.py --lc {lecture} --tree {args.tree} --ex {exercise} "
-                f"--seed {seed}")
+                f"--seed {seed}{case}")
     num = lecture.split("_")[0][2:]
     sol = " SOL=1" if args.sol else ""
-    return f"make grade LC={num} EX={exercise} SEED={seed}{sol}"
+    case = "" if args.case is None else f" CASE={args.case}"
+    return f"make grade LC={num} EX={exercise} SEED={seed}{case}{sol}"
+
+
+def debug_command(args, lecture, exercise):
+    """make debug for a case of this exercise's kept run (its CASE= added by the report)."""
+    if args.tree and not args.sol:
+        return f"python3 grader/debug.py --lc {lecture} --tree {args.tree} --ex {exercise}"
+    return f"make debug EX={exercise}{' SOL=1' if args.sol else ''}"
+
+
+def work_dir(tree_tag, lecture, exercise):
+    """Where an exercise's grade keeps its launches (and make debug finds them)."""
+    return os.path.join("build", "grade", tree_tag, lecture, exercise)
+
+
+def tree_tag(args):
+    if args.sol:
+        return "solutions"
+    return "student" if not args.tree else args.tree.strip("/").replace("/", "_")
+
+
+def case_tests(args, ex_tests, numbered):
+    """The tests that hold case args.case, or a usage error (a string)."""
+    chosen = [t for t in ex_tests if any(c.number == args.case for c in numbered[t.name])]
+    if chosen:
+        return chosen
+    total = sum(len(numbered[t.name]) for t in ex_tests)
+    return (f"grade: {ex_tests[0].exercise} has no case {args.case} at seed {args.seed}; its "
+            f"cases are 0 to {total - 1}")
 
 
 def list_lectures():
@@ -127,6 +162,8 @@ def main():
     ap.add_argument("--tree", help="grade the sources under this directory (a mutant, say)")
     ap.add_argument("--ex", help="only exercises or functions whose name contains this")
     ap.add_argument("--seed", type=int, help="the inputs of an earlier run")
+    ap.add_argument("--case", type=int, help="grade only this case (its number in the report; "
+                                             "with --ex and --seed)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--watchdog", type=float, default=10.0,
@@ -161,10 +198,14 @@ def main():
     else:
         chosen = lectures.names()
 
+    if args.case is not None and (args.seed is None or not args.ex):
+        # A case's number depends on the seed (some tests draw their cases) and the exercise.
+        print("grade: CASE= names a case of one exercise's run: give its EX= and SEED= too, "
+              "as the report's rerun line does", file=sys.stderr)
+        return 2
     seed = args.seed if args.seed is not None else random.randrange(10**7, 10**8)
     tree = "solutions" if args.sol else (args.tree or ".")
-    tree_tag = "solutions" if args.sol else ("student" if not args.tree else
-                                            args.tree.strip("/").replace("/", "_"))
+    tag = tree_tag(args)
     _, version = launch.mpi_flavor()
     report = Report(args.quiet)
     gpu = has_gpu() if args.device == "cuda" else False
@@ -174,6 +215,7 @@ def main():
     total = possible = 0
     out_json = {"seed": seed, "tree": tree, "mpi": version, "lectures": []}
     matched = 0
+    case_results = []  # with CASE=: the one case's verdict
     for lec in chosen:
         mod = lectures.load(lec)
         tests = [t for t in mod.TESTS if getattr(t, "device", "cpu") == args.device]
@@ -183,15 +225,31 @@ def main():
             tests = exact or [t for t in tests if args.ex in t.exercise or args.ex in t.name]
         if not tests:
             continue
-        matched += len(tests)
-        nps = sorted({c.np for t in tests for c in harness.cases_for(t, seed, args.max_np)})
-        where = "solutions/" if args.sol else (args.tree or "student tree")
-        report.line(f"{lec}   seed {seed}   np {','.join(map(str, nps))}   {version}   {where}")
-
         exercises = []
         for t in tests:
             if t.exercise not in exercises:
                 exercises.append(t.exercise)
+        every = {ex: [t for t in mod.TESTS if t.exercise == ex
+                      and getattr(t, "device", "cpu") == args.device] for ex in exercises}
+        if args.case is not None:
+            if len(exercises) > 1:
+                print(f"grade: CASE= is a case of one exercise; EX={args.ex} matches "
+                      f"{', '.join(exercises)}", file=sys.stderr)
+                return 2
+            ex = exercises[0]
+            tests = case_tests(args, tests, harness.numbered_cases(every[ex], seed))
+            if isinstance(tests, str):
+                print(tests, file=sys.stderr)
+                return 2
+        matched += len(tests)
+        numbered = {}
+        for ex in exercises:
+            numbered.update(harness.numbered_cases(every[ex], seed))
+        nps = sorted({c.np for t in tests for c in numbered[t.name] if c.np <= args.max_np})
+        where = "solutions/" if args.sol else (args.tree or "student tree")
+        alone = f"   case {args.case} alone" if args.case is not None else ""
+        report.line(f"{lec}   seed {seed}   np {','.join(map(str, nps))}   {version}   "
+                    f"{where}{alone}")
         ext = ".cu" if args.device == "cuda" else ".c"
         sources = {ex: os.path.normpath(os.path.join(tree, lec, ex + ext)) for ex in exercises}
         binaries = {ex: os.path.join("build", os.path.splitext(src)[0])
@@ -202,7 +260,7 @@ def main():
             for t in tests:
                 r = harness.TestResult(t, verdict="SKIPPED", lines=["no GPU on this machine"])
                 lec_results.append((t.exercise, r))
-                report.result(t.exercise, r, "", False)
+                report.result(t.exercise, r, "", False, scored=args.case is None)
         else:
             missing_src = [ex for ex in exercises if not os.path.exists(sources[ex])]
             failed = harness.build([binaries[ex] for ex in exercises
@@ -210,6 +268,7 @@ def main():
             for ex in exercises:
                 ex_tests = [t for t in tests if t.exercise == ex]
                 rerun = rerun_command(args, lec, ex, seed)
+                debug = debug_command(args, lec, ex) if args.device == "cpu" else ""
                 if ex in missing_src:
                     results = [harness.TestResult(t, verdict="BUILD",
                                                   lines=[f"{sources[ex]} does not exist"])
@@ -227,27 +286,31 @@ def main():
                                                       lines=[f"{sources[ex]} {bad[0]}"])
                                    for t in ex_tests]
                     else:
-                        work = os.path.join("build", "grade", tree_tag, lec, ex)
                         runner = harness.Runner(
-                            harness.Exercise(lec, ex, sources[ex], binaries[ex], ex_tests),
-                            seed, work, watchdog=args.watchdog, max_np=args.max_np)
+                            harness.Exercise(lec, ex, sources[ex], binaries[ex], every[ex]),
+                            seed, work_dir(tag, lec, ex), watchdog=args.watchdog,
+                            max_np=args.max_np, only=args.case)
                         results = runner.run(ex_tests)
                         slowest_start = max(slowest_start, runner.start_seconds)
+                case_results.extend(results)
                 for r in results:
                     lec_results.append((ex, r))
-                    report.result(ex, r, rerun, show_dir=r.verdict not in ("TODO", "BUILD"))
+                    report.result(ex, r, rerun, show_dir=r.verdict not in ("TODO", "BUILD"),
+                                  debug=debug, scored=args.case is None)
 
         counted = [(ex, r) for ex, r in lec_results if r.verdict != "SKIPPED"]
         got = sum(r.points for _, r in counted)
         most = sum(r.test.points for _, r in counted)
         total += got
         possible += most
-        report.line(f"{lec}: {got}/{most}")
+        if args.case is None:
+            report.line(f"{lec}: {got}/{most}")
         out_json["lectures"].append({
             "name": lec, "score": got, "max": most,
             "tests": [{"exercise": ex, "test": r.test.name, "verdict": r.verdict,
                        "points": r.points, "max": r.test.points, "seconds": round(r.seconds, 4),
                        "cases_run": r.cases_run, "cases_failed": r.cases_failed,
+                       "case": r.case.number if r.case is not None else None,
                        "details": r.lines} for ex, r in lec_results]})
 
     if not matched:
@@ -260,8 +323,14 @@ def main():
     if note:
         for ln in wrap(note, ""):
             report.line(ln)
-    report.line(f"Score: {total}/{possible}   ({elapsed:.1f} s)")
-    out_json.update({"score": total, "max": possible, "seconds": round(elapsed, 2)})
+    if args.case is not None:
+        # One case is no grade: its verdict, not points.
+        verdict = next((r.verdict for r in case_results if r.verdict != "OK"), "OK")
+        report.line(f"Case {args.case}: {verdict} (one case: no score)   ({elapsed:.1f} s)")
+    else:
+        report.line(f"Score: {total}/{possible}   ({elapsed:.1f} s)")
+    out_json.update({"score": total, "max": possible, "seconds": round(elapsed, 2),
+                     "case": args.case})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out_json, f, indent=1)

@@ -10,16 +10,21 @@ case in a launch of its own, after the others.
 
 Verdicts: OK, WRONG, RULE, TODO, CRASH, DEADLOCK, TIMEOUT, BUILD (and SKIPPED,
 not counted). A test's verdict is that of its first failing case.
+
+An exercise numbers its cases (numbered_cases): the same number in every launch
+(case <k> in cases.txt, directory c<k>/), in the report and in CASE=, which
+grades one case alone; make debug (grader/debug.py) runs one under a debugger.
 """
 
 import dataclasses
 import glob
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import numpy as np
 
@@ -186,6 +191,7 @@ class TestResult:
     cases_run: int = 0
     cases_failed: int = 0
     launch_dir: str = ""
+    case: Optional[spec.Case] = None  # the case the verdict comes from, if one
 
     @property
     def points(self):
@@ -290,13 +296,6 @@ def slow_start_note(seconds, hostname, resolves):
             f"and MPI: {why}")
 
 
-def cases_for(test, seed, max_np):
-    """The cases a run with this seed grades test on, in their order."""
-    rng = np.random.default_rng(stable_seed(seed, test.exercise, test.name, "cases"))
-    cases = spec.make_cases(test, test.cases(rng))
-    return [c for c in cases if c.np <= max_np]
-
-
 def stable_seed(*parts):
     h = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
     return int.from_bytes(h[:8], "little")
@@ -360,19 +359,57 @@ class Exercise:
         self.tests = tests
 
 
-class Runner:
-    """Grades the tests of one exercise: as few launches as the failures allow."""
+def numbered_cases(tests, seed):
+    """{test name: its Cases}, each numbered in the exercise: the cases of tests (all of one
+    exercise's, in order) counted one after another. The number names a case in cases.txt,
+    its directory c<number>/ and CASE=, and stays the same whatever part is graded."""
+    out, n = {}, 0
+    for test in tests:
+        rng = np.random.default_rng(stable_seed(seed, test.exercise, test.name, "cases"))
+        cases = spec.make_cases(test, test.cases(rng))
+        for c in cases:
+            c.number = n + c.index
+        n += len(cases)
+        out[test.name] = cases
+    return out
 
-    def __init__(self, exercise, seed, work_dir, watchdog=10.0, max_np=8):
+
+@dataclasses.dataclass
+class Debug:
+    """make debug: one case at its own np, no watchdog, world rank `rank` waiting for a
+    debugger (libxt's --debug-rank), the output shown as it comes."""
+    rank: int
+    breakpoint: str = ""  # the function the gdb command it prints breaks in
+    show: Callable = print  # where each line of the run's output goes, as it comes
+
+
+# A run under a debugger has no time limit but this one, so that nothing outlives a
+# forgotten session.
+DEBUG_HOURS = 24
+
+
+class Runner:
+    """Grades the tests of one exercise: as few launches as the failures allow.
+
+    exercise.tests are all the exercise's tests (they number its cases); run() grades
+    some. With only (CASE=), just the case of that number, in a world as large as the
+    exercise's grade uses; with debug, that case under a debugger."""
+
+    def __init__(self, exercise, seed, work_dir, watchdog=10.0, max_np=8, only=None,
+                 debug=None):
         self.ex = exercise
         self.seed = seed
         self.work_dir = work_dir
         self.watchdog = watchdog
         self.max_np = max_np
         self.start_seconds = 0.0  # the most a launch spent outside its cases
+        self.only = only
+        self.debug = debug
+        self.numbered = numbered_cases(exercise.tests, seed)
 
     def cases_of(self, test):
-        return cases_for(test, self.seed, self.max_np)
+        return [c for c in self.numbered[test.name]
+                if c.np <= self.max_np and (self.only is None or c.number == self.only)]
 
     def run(self, tests):
         results = {}
@@ -386,17 +423,42 @@ class Runner:
         for test in tests:
             if test.refusal:
                 results[test.name] = self.refusals(test)
-        return [results[t.name] for t in tests]
+        out = [results[t.name] for t in tests]
+        self.keep_summary(out)
+        return out
+
+    def keep_summary(self, results):
+        """work_dir/summary.json: the seed and each failed test's case, for make debug."""
+        failed = [{"case": r.case.number, "test": r.test.name, "verdict": r.verdict,
+                   "np": r.case.np, "label": r.case.label}
+                  for r in results if r.case is not None and r.verdict != "OK"]
+        os.makedirs(self.work_dir, exist_ok=True)
+        with open(os.path.join(self.work_dir, "summary.json"), "w") as f:
+            json.dump({"seed": self.seed, "exercise": self.ex.name, "lecture": self.ex.lecture,
+                       "source": self.ex.source, "only": self.only, "failed": failed}, f,
+                      indent=1)
+
+    def graded_world(self, plan):
+        """The world a launch of plan runs in: its largest np; for CASE=, the world the
+        exercise's whole grade starts with, so that the case meets the same neighbours
+        (its other groups); under a debugger, the case's own np."""
+        world = max((c.np for _, c, _ in plan), default=1)
+        if self.debug is not None:
+            return world
+        if self.only is not None and not any(t.refusal for t, _, _ in plan):
+            world = max([world] + [c.np for t in self.ex.tests if not t.refusal
+                                   for c in self.numbered[t.name] if c.np <= self.max_np])
+        return world
 
     def next_launch_dir(self):
         self.launches += 1
         return os.path.join(self.work_dir, f"launch{self.launches}")
 
     def start(self, plan, launch_dir):
-        """Writes the inputs and cases.txt of plan, [(test, case, global index)], and runs
-        them in one mpirun: (world size, {index: inputs per group}, result, status lines)."""
+        """Writes the inputs and cases.txt of plan, [(test, case, its number)], and runs
+        them in one mpirun: (world size, {number: inputs per group}, result, status lines)."""
         os.makedirs(launch_dir, exist_ok=True)
-        world = max((c.np for _, c, _ in plan), default=1)
+        world = self.graded_world(plan)
         inputs = {}
         lines = ["# xt cases: case <k> np=<n> fn=<function> key=value ..."]
         for test, case, k in plan:
@@ -416,30 +478,36 @@ class Runner:
                         np.save(os.path.join(cdir, f"g{g}.{name}.npy"), val)
             inputs[k] = per_group
             params = " ".join(f"{key}={val}" for key, val in case.params.items())
-            wd = test.watchdog or self.watchdog
+            wd = 0 if self.debug else (test.watchdog or self.watchdog)
             lines.append(f"case {k} np={case.np} {params} watchdog={wd:g}")
         with open(os.path.join(launch_dir, "cases.txt"), "w") as f:
             f.write("\n".join(lines) + "\n")
 
-        cmd = launch.mpirun_command(world, [os.path.abspath(self.ex.binary), "--cases",
-                                            os.path.abspath(launch_dir)])
+        argv = [os.path.abspath(self.ex.binary), "--cases", os.path.abspath(launch_dir)]
+        if self.debug:
+            argv += ["--watchdog", "0", "--debug-rank", str(self.debug.rank)]
+            argv += ["--debug-break", self.debug.breakpoint] if self.debug.breakpoint else []
+        cmd = launch.mpirun_command(world, argv)
         with open(os.path.join(launch_dir, "run.sh"), "w") as f:
             f.write("#!/bin/sh\n# Runs these cases again, as the grader did.\n"
                     f"cd {os.getcwd()} && {launch.shell_line(cmd)}\n")
-        max_wd = max(((t.watchdog or self.watchdog) for t, _, _ in plan),
-                     default=self.watchdog)
-        res = launch.run(cmd, timeout=60 + 2 * max_wd,
-                         log_path=os.path.join(launch_dir, "output.txt"))
+        output = os.path.join(launch_dir, "output.txt")
+        if self.debug:
+            res = debug_run(cmd, output, self.debug.show)
+        else:
+            max_wd = max(((t.watchdog or self.watchdog) for t, _, _ in plan),
+                         default=self.watchdog)
+            res = launch.run(cmd, timeout=60 + 2 * max_wd, log_path=output)
         status = read_status(launch_dir, world)
         self.start_seconds = max(self.start_seconds, launch_overhead(launch_dir, res.seconds))
         return world, inputs, res, status
 
     # One mpirun for the pending tests; returns (results, tests to run again).
     def launch(self, tests, launch_dir):
-        plan = []  # (test, case, global index)
+        plan = []  # (test, case, its number)
         for test in tests:
             for case in self.cases_of(test):
-                plan.append((test, case, len(plan)))
+                plan.append((test, case, case.number))
         world, inputs, res, status = self.start(plan, launch_dir)
 
         results, rerun = {}, []
@@ -482,6 +550,7 @@ class Runner:
             if first:
                 r.verdict = first.kind
                 r.lines = first.lines
+                r.case = first.case
                 if first.case is not None and r.cases_failed > 1:
                     r.lines.append(f"({r.cases_failed} of {r.cases_run + died_here} cases "
                                    f"failed; this is the first)")
@@ -498,25 +567,27 @@ class Runner:
         r = TestResult(test)
         for case in self.cases_of(test):
             r.launch_dir = self.next_launch_dir()
-            world, inputs, res, status = self.start([(test, case, 0)], r.launch_dir)
+            k = case.number
+            world, inputs, res, status = self.start([(test, case, k)], r.launch_dir)
             r.cases_run += 1
             r.seconds += res.seconds  # the case has no record when it is refused
-            fail = self.refused(test, case, world, inputs[0], res, status, r.launch_dir)
+            fail = self.refused(test, case, k, world, inputs[k], res, status, r.launch_dir)
             if fail:
                 r.cases_failed = 1
-                r.verdict, r.lines = fail.kind, fail.lines
+                r.verdict, r.lines, r.case = fail.kind, fail.lines, case
                 hint = fail.hint or test.hint
                 if hint and fail.kind in ("WRONG", "RULE"):
                     r.lines.append(hint)
                 break
         return r
 
-    def refused(self, test, case, world, inputs, res, status, launch_dir):
-        """None if the launch's one case ended in an error raised in the exercise's file
-        (xt_die, XT_CHECK) that test.refusal accepts; else the Failure. An error raised
-        elsewhere (libxt, the lecture's code) is no refusal: classify_death reports it."""
-        cdir = os.path.join(launch_dir, "c0")
-        mine = sorted((s for s in status if s.kind == "ERROR" and s.case == 0
+    def refused(self, test, case, k, world, inputs, res, status, launch_dir):
+        """None if the launch's one case, number k, ended in an error raised in the
+        exercise's file (xt_die, XT_CHECK) that test.refusal accepts; else the Failure. An
+        error raised elsewhere (libxt, the lecture's code) is no refusal: classify_death
+        reports it."""
+        cdir = os.path.join(launch_dir, f"c{k}")
+        mine = sorted((s for s in status if s.kind == "ERROR" and s.case == k
                        and s.text.startswith(self.ex.source + ":")), key=lambda s: s.us)
         if mine:
             s = mine[0]
@@ -524,8 +595,8 @@ class Runner:
             msg = test.refusal(case, inputs[max(s.group, 0)], text,
                                scratch_dir(cdir, max(s.group, 0)))
             return Failure("WRONG", case, [f"{case.label}: rank {s.rank}: {msg}"]) if msg else None
-        if status or self.read_case(launch_dir, 0, world, case.np) is None:
-            return self.classify_death(res, status, case, 0, world)
+        if status or self.read_case(launch_dir, k, world, case.np) is None:
+            return self.classify_death(res, status, case, k, world)
         msg = test.refusal(case, inputs[0], None, scratch_dir(cdir, 0))
         return Failure("WRONG", case, [f"{case.label}: {msg}"])
 
@@ -677,6 +748,21 @@ def blocked_explanation(blocked, in_a_case):
                      "before it sends, in a cycle; one side must send first (or use "
                      "MPI_Sendrecv, or post the receive with MPI_Irecv before the send)")
     return lines, None
+
+
+def debug_run(cmd, log_path, show):
+    """A launch under a debugger: its output passed to show as it comes (the waiting
+    rank's gdb command among it) and kept in log_path; no time limit a person could meet."""
+    lines = []
+
+    def keep(line):
+        lines.append(line)
+        show(line)
+    res = launch.run(cmd, timeout=DEBUG_HOURS * 3600, on_line=keep)
+    res.output = "\n".join(lines)
+    with open(log_path, "w") as f:
+        f.write(res.output + "\n")
+    return res
 
 
 def world_hint(group):

@@ -2,9 +2,12 @@
 """make test: the project's own test suite, and what CI runs.
 
   1. build everything with -Wall -Wextra -Werror: gcc, clang, and nvcc where present
-  2. clang-format: every C file as .clang-format wants it
+  2. clang-format: every C file as .clang-format wants it; editor support: a build writes
+     compile_commands.json, with which clangd --check finds no error in an exercise of
+     each lecture
   3. libxt: .npy round trip, PMPI counters, strict send, watchdog, TODO, crashes, case mode
-  4. the grader's own pieces: NumPy references, comparisons, the stub checker
+  4. the grader's own pieces: NumPy references, comparisons, the stub checker; CASE= and
+     make debug (a rank waiting for gdb, which attaches and releases it)
   5. stubs: the student tree is what solutions/ generates, with no solution text
   6. lectures: each one unit (a throwaway lecture graded in a copy of the tree, no
      lecture named outside its places, docs' points tables, hints and TODO bounds),
@@ -24,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -44,7 +48,7 @@ import mutants  # noqa: E402
 import spec  # noqa: E402
 import stubgen  # noqa: E402
 import lectures  # noqa: E402
-from testkit import fresh, mpirun, sh, status_lines, Suite, tail, WORK  # noqa: E402
+from testkit import fresh, mpirun, mutant_tree, sh, status_lines, Suite, tail, WORK  # noqa: E402
 
 TESTS_BIN = os.path.join("build", "common", "tests")
 
@@ -87,6 +91,62 @@ def test_format(s):
     bad = sorted({ln.split(":")[0] for ln in out.splitlines() if ": error:" in ln})
     s.record(f"clang-format: {len(files)} C and CUDA files as .clang-format wants them", rc == 0,
              [f"{b} (make format fixes it)" for b in bad] or tail(out))
+
+
+def test_editor(s):
+    """compile_commands.json: every build writes it, and clangd reads an exercise with it."""
+    s.section("editor support (compile_commands.json, clangd)")
+    db = "compile_commands.json"
+    if os.path.exists(db):
+        os.remove(db)
+    lec = lectures.names()[0]
+    rc, out = sh(["make", "-s", "--no-print-directory",
+                  os.path.join("build", lec, lectures.exercises(lec)[0])])
+    try:
+        with open(db) as f:
+            files = {os.path.relpath(e["file"]) for e in json.load(f)}
+    except (OSError, ValueError, KeyError) as e:
+        files = set()
+        out += f"\n{db}: {e}"
+    want = {f for f in glob.glob("common/*.c") + glob.glob("lc*/*.c") +
+            glob.glob("solutions/lc*/*.c") + glob.glob("grader/lectures/*/lecture.c")}
+    s.record(f"a build of one exercise writes {db}: libxt, every exercise, solution and "
+             "lecture.c", rc == 0 and want <= files,
+             [f"missing: {f}" for f in sorted(want - files)] or tail(out))
+    if not shutil.which("clangd"):
+        s.record("clangd --check: one exercise per lecture", False,
+                 ["clangd is not installed: sudo apt-get install -y clangd"])
+        return
+    # One exercise per lecture, all at once; then the same with -Icommon taken out of the
+    # database (a negative control): clangd must say it cannot find xt.h.
+    neg = fresh("clangd")
+    try:
+        with open(db) as f:
+            entries = json.load(f)
+    except (OSError, ValueError):
+        entries = []
+    for e in entries:
+        e["arguments"] = [a for a in e["arguments"] if a != "-Icommon"]
+    with open(os.path.join(neg, db), "w") as f:
+        json.dump(entries, f)
+    checks = []
+    for lec in lectures.names():
+        # One that includes its lecture's lecture.h where there is one: that path too.
+        paths = [p for p in (f"{lec}/{ex}.c" for ex in lectures.exercises(lec))
+                 if os.path.exists(p)]
+        shared = [p for p in paths if '#include "lecture.h"' in open(p).read()]
+        checks += [(p, []) for p in (shared or paths)[:1]]
+    checks.append((checks[0][0], [f"--compile-commands-dir={neg}"]))
+    procs = [subprocess.Popen(["clangd", f"--check={path}"] + extra, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for path, extra in checks]
+    results = [(p.communicate(timeout=120)[0], p.returncode) for p in procs]
+    for (path, extra), (text, rc) in zip(checks[:-1], results):
+        errors = [ln for ln in text.splitlines() if ln.startswith("E[")]
+        s.record(f"clangd --check={path}: no errors (mpi.h and xt.h found)",
+                 rc == 0 and not errors and "0 errors" in text, errors or tail(text, 8))
+    text, rc = results[-1]
+    s.record("clangd --check with a database lacking -Icommon: 'xt.h' file not found "
+             "(negative control)", rc != 0 and "'xt.h' file not found" in text, tail(text, 8))
 
 
 # ------------------------------------------------------------------ 2. libxt
@@ -442,6 +502,7 @@ def test_grader_units(s):
              "TODO over its bound are refused", not bad, bad)
     test_rounds(s)
     test_blocked_explanations(s)
+    test_one_case(s)
 
 
 def test_blocked_explanations(s):
@@ -472,6 +533,128 @@ def test_blocked_explanations(s):
     s.record("slow starts: none below 5 s; above, the unresolved host name named with its fix, "
              "else the general note", notes[0] == "" and "'127.0.1.1 box'" in notes[1] and
              "does not resolve" not in notes[2] and notes[2].startswith("note:"), notes)
+
+
+def test_one_case(s):
+    """CASE= and make debug on a mutant (the first lecture's first WRONG one): its report
+    numbers the failing case; CASE= grades that case alone, to the same report; make debug
+    runs it again with rank 1 waiting for gdb, which attaches and lets it go (SIGUSR1 where
+    gdb cannot attach)."""
+    lec = lectures.names()[0]
+    wrong = [m for m in (mutants.parse(p) for p in sorted(glob.glob(
+             os.path.join(HERE, "mutants", lec, "*.patch")))) if m.expect == "WRONG"
+             and m.target.endswith(".c")]
+    m = wrong[0]
+    tree = mutant_tree("one_case", lec, m.name)
+    ex = os.path.splitext(os.path.basename(m.target))[0]
+    kept = os.path.join("build", "grade", tree.replace("/", "_"), lec, ex)
+
+    def grade_it(extra):
+        report = os.path.join(WORK, "one_case.json")
+        res = subprocess.run([sys.executable, os.path.join(HERE, "grade.py"), "--lc", lec,
+                              "--tree", tree, "--ex", ex, "--seed", "1", "--json", report]
+                             + extra, capture_output=True, text=True, timeout=300)
+        try:
+            with open(report) as f:
+                t = [t for lec_ in json.load(f)["lectures"] for t in lec_["tests"]
+                     if t["test"] == m.test][0]
+        except (OSError, ValueError, IndexError):
+            t = {"verdict": None, "case": None, "details": [], "cases_run": 0}
+        return res.stdout + res.stderr, t
+
+    out, t = grade_it([])
+    k = t["case"]
+    s.record(f"{m.name}: the report numbers its failing case (rerun line: --case k, debug line)",
+             t["verdict"] == "WRONG" and k is not None and
+             f" [--case {k}]" in out and f"--case {k} (rank 0 waits for gdb)" in out,
+             out.splitlines())
+    out2, t2 = grade_it(["--case", str(k)])
+    with open(os.path.join(kept, "launch1", "cases.txt")) as f:
+        ran = [ln for ln in f if ln.startswith("case ")]
+    s.record(f"{m.name}: CASE={k} grades that case alone, to the same report",
+             t2["verdict"] == "WRONG" and t2["cases_run"] == 1 and len(ran) == 1 and
+             ran[0].startswith(f"case {k} ") and t2["details"][:1] == t["details"][:1],
+             out2.splitlines() + ran)
+
+    # make debug, rank 1 (the case's first failing one, from the kept grade), no terminal.
+    import queue
+    import threading
+    cmd = [sys.executable, os.path.join(HERE, "debug.py"), "--lc", lec, "--tree", tree,
+           "--ex", ex, "--rank", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(ln.rstrip("\n")) for ln in proc.stdout] +
+                     [lines.put(None)], daemon=True).start()
+    seen, pid, deadline = [], None, time.monotonic() + 60
+    while pid is None and time.monotonic() < deadline:
+        try:
+            ln = lines.get(timeout=1)
+        except queue.Empty:
+            continue
+        if ln is None:
+            break
+        seen.append(ln)
+        got = re.search(r"rank 1 \(PID (\d+) on .*\) waits for a debugger", ln)
+        pid = int(got.group(1)) if got else None
+    if pid is not None:  # the command comes on the next line
+        try:
+            seen.append(lines.get(timeout=10) or "")
+        except queue.Empty:
+            pass
+    command = (f"gdb -p {pid} -ex 'set var xt_debug_wait = 0' -ex 'break {m.test}' "
+               "-ex continue")
+    time.sleep(1.0)  # it must still be waiting, the case not run
+    waiting = proc.poll() is None and pid is not None and os.path.exists(f"/proc/{pid}")
+    while not lines.empty():
+        seen.append(lines.get() or "")
+    waiting = waiting and not any(ln.startswith("debug: case") for ln in seen)
+    s.record("make debug: rank 1 waits (a second later, still), printing its PID and the gdb "
+             "command that breaks in the function under test",
+             waiting and any(command in ln for ln in seen), seen)
+    if pid is None:
+        proc.kill()
+        proc.wait()
+        return
+    how = "gdb"
+    if shutil.which("gdb") is None:
+        how = "no gdb on this machine (sudo apt-get install -y gdb)"
+    else:
+        res = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex",
+                              "set var xt_debug_wait = 0"],
+                             capture_output=True, text=True, timeout=120)
+        text = res.stdout + res.stderr
+        if res.returncode != 0 or re.search(r"ptrace|Could not attach|No symbol", text):
+            how = "gdb could not attach (ptrace not permitted here?): " + " | ".join(
+                tail(text, 3))
+    if how != "gdb":
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except OSError as e:
+            seen.append(f"kill -USR1 {pid}: {e}")
+    try:
+        rc = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        rc = proc.wait()
+    while True:
+        try:
+            ln = lines.get(timeout=10)
+        except queue.Empty:
+            break
+        if ln is None:
+            break
+        seen.append(ln)
+    with open(os.path.join(kept, "debug", "launch1", "cases.txt")) as f:
+        ran = [ln.strip() for ln in f if ln.startswith("case ")]
+    done = (rc == 1 and f"debug: case {k}: WRONG" in seen and len(ran) == 1 and
+            ran[0].startswith(f"case {k} ") and ran[0].endswith("watchdog=0"))
+    if how == "gdb":
+        s.record("make debug: gdb -p PID -batch -ex 'set var xt_debug_wait = 0' lets rank 1 go "
+                 "on; the case ends, WRONG as graded, watchdog off", done, seen + ran)
+    else:
+        s.record("make debug: SIGUSR1 lets rank 1 go on; the case ends, WRONG as graded, "
+                 "watchdog off", done, seen + ran)
+        s.skip("make debug: gdb attaches and lets rank 1 go on", how)
 
 
 def test_rounds(s):
@@ -850,6 +1033,7 @@ def main():
     token = f"{os.getpid()}.{time.time_ns()}"
     os.environ[TOKEN_NAME] = token
     sections = [("build", lambda: test_build(s, args.cuda)), ("format", lambda: test_format(s)),
+                ("editor", lambda: test_editor(s)),
                 ("libxt", lambda: libxt(s)), ("grader", lambda: test_grader_units(s)),
                 ("stubs", lambda: test_stubs(s)), ("lectures", lambda: test_lectures(s)),
                 ("grades", lambda: test_grades(s)),

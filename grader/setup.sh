@@ -3,7 +3,8 @@
 # it may, and prints the path of a python3 that imports NumPy.
 #
 #   grader/setup.sh           what `make grade` and `make demo` need
-#   grader/setup.sh --test    also what `make test` uses (clang, clang-format, pyflakes)
+#   grader/setup.sh --test    also what `make test` uses (clang, clang-format, pyflakes,
+#                             clangd, gdb)
 #
 # Installing needs apt-get and root (or sudo without a password). Otherwise
 # it prints the one command that installs everything, and fails.
@@ -54,6 +55,8 @@ check() {
         need clang clang
         need clang-format clang-format
         need pyflakes3 python3-pyflakes
+        need clangd clangd
+        need gdb gdb
     fi
     # One package once, in a stable order.
     missing=$(printf '%s\n' $missing | sort -u | tr '\n' ' ' | sed 's/ *$//')

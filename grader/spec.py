@@ -62,6 +62,9 @@ class Case:
     np: int
     params: dict  # fn, dtype, op, count, root, ...: written to cases.txt
     index: int = 0  # position within its test
+    # Its number in the exercise: the exercise's tests' cases counted in order, as
+    # cases.txt, the case directories (c<number>/) and CASE= name it (harness.Runner).
+    number: int = -1
 
     @property
     def label(self):

@@ -146,13 +146,15 @@ def mutant_patch():
 
 
 def tree_files(root):
-    """Every file of the tree but build/ and caches, relative to root."""
+    """Every file of the tree but build/, caches and what every make writes for editors
+    (compile_commands.json), relative to root."""
     out = []
     for d, dirs, files in os.walk(root):
         rel = os.path.relpath(d, root)
         dirs[:] = [x for x in dirs if not (rel == "." and x in ("build", ".git")) and
                    x != "__pycache__"]
-        out += [os.path.normpath(os.path.join(rel, f)) for f in files]
+        out += [os.path.normpath(os.path.join(rel, f)) for f in files
+                if not (rel == "." and f == "compile_commands.json")]
     return sorted(out)
 
 
