@@ -161,7 +161,8 @@ $(BUILD)/bench/%/bench: $(BUILD)/grader/lectures/$$(notdir $$*)/bench.o $$(call 
 ARGS_LC     = $(if $(LC),--lc $(LC))
 ARGS_GRADE  = $(ARGS_LC) $(if $(filter 1,$(SOL)),--sol) $(if $(EX),--ex $(EX)) \
               $(if $(SEED),--seed $(SEED)) $(if $(JSON),--json $(JSON)) \
-              $(if $(DEVICE),--device $(DEVICE)) $(if $(WATCHDOG),--watchdog $(WATCHDOG))
+              $(if $(DEVICE),--device $(DEVICE)) $(if $(WATCHDOG),--watchdog $(WATCHDOG)) \
+              $(if $(filter 1,$(VERBOSE)),--verbose)
 
 grade:
 	@py=$$(grader/setup.sh) && "$$py" grader/grade.py $(ARGS_GRADE)
@@ -200,7 +201,8 @@ clean:
 help:
 	@echo "make                     build everything (CUDA=1: the CUDA parts too)"
 	@echo "make grade LC=1          grade lecture 1's student tree (SOL=1: the solutions;"
-	@echo "                         EX=name: one exercise; SEED=n: the same inputs again)"
+	@echo "                         EX=name: one exercise; SEED=n: the same inputs again;"
+	@echo "                         VERBOSE=1: every failing case; JSON=file: every case)"
 	@echo "make test                the project's tests: libxt, stubs, solutions, mutants"
 	@echo "make demo EX=name NP=4   run a solution in lecture mode (SOL=0: your own;"
 	@echo "                         TRACE=1: a timeline for https://ui.perfetto.dev)"

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Grades a lecture: builds its programs, runs their cases, prints the report.
 
-    make grade LC=1 [SOL=1] [EX=substring] [SEED=n] [JSON=file]
+    make grade LC=1 [SOL=1] [EX=substring] [SEED=n] [JSON=file] [VERBOSE=1]
 
-is  python3 grader/grade.py --lc 1 [--sol] [--ex ...] [--seed n] [--json file].
+is  python3 grader/grade.py --lc 1 [--sol] [--ex ...] [--seed n] [--json file] [--verbose].
 Exit status: 0 only with full marks; 1 otherwise; 2 for a usage error.
 """
 
@@ -86,6 +86,25 @@ class Report:
             self.line(f"        (sh {where}/run.sh runs them again)")
 
 
+def plain(v):
+    """A parameter's value as JSON holds it."""
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    if hasattr(v, "item"):
+        return v.item()
+    return str(v)
+
+
+def case_json(o):
+    """One case's outcome for --json: its number in the test, label, np, parameters,
+    verdict (OK, a failure's kind, NOT RUN) and the failure's one line."""
+    return {"number": o.case.index, "label": o.case.label, "np": o.case.np,
+            "params": {k: plain(v) for k, v in o.case.params.items()},
+            "verdict": o.verdict, "reason": o.reason}
+
+
 def rerun_command(args, lecture, exercise, seed):
     if args.tree and not args.sol:
         return (f"python3 grader/grade.py --lc {lecture} --tree {args.tree} --ex {exercise} "
@@ -118,7 +137,9 @@ def main():
     ap.add_argument("--tree", help="grade the sources under this directory (a mutant, say)")
     ap.add_argument("--ex", help="only exercises or functions whose name contains this")
     ap.add_argument("--seed", type=int, help="the inputs of an earlier run")
-    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--json", help="also write the results to this file, every case included")
+    ap.add_argument("--verbose", action="store_true",
+                    help="under a failure, list every failing case of the test and why")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--watchdog", type=float, default=10.0,
                     help="seconds a case may run before it counts as hung (default 10)")
@@ -220,7 +241,8 @@ def main():
                         work = os.path.join("build", "grade", tree_tag, lec, ex)
                         runner = harness.Runner(
                             harness.Exercise(lec, ex, sources[ex], binaries[ex], ex_tests),
-                            seed, work, watchdog=args.watchdog, max_np=args.max_np)
+                            seed, work, watchdog=args.watchdog, max_np=args.max_np,
+                            verbose=args.verbose)
                         results = runner.run(ex_tests)
                 for r in results:
                     lec_results.append((ex, r))
@@ -237,7 +259,8 @@ def main():
             "tests": [{"exercise": ex, "test": r.test.name, "verdict": r.verdict,
                        "points": r.points, "max": r.test.points, "seconds": round(r.seconds, 4),
                        "cases_run": r.cases_run, "cases_failed": r.cases_failed,
-                       "details": r.lines} for ex, r in lec_results]})
+                       "details": r.lines, "cases": [case_json(o) for o in r.cases]}
+                      for ex, r in lec_results]})
 
     if not matched:
         what = f" matching EX={args.ex}" if args.ex else ""

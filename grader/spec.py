@@ -33,6 +33,9 @@ Each says:
                           DEVICE=cuda (lcN/<exercise>.cu)
   forbidden               symbols this exercise may not call (libxt's own copy
                           of the function the student writes, say)
+  facets(case)            optional: {name: value} derived from a case's parameters
+                          ("padding": elements added to make the shards equal) that
+                          may tell failing cases from passing ones in the report
 
 The harness (grader/harness.py) runs the cases and applies these.
 """
@@ -100,6 +103,10 @@ class Test:
     # Symbols the exercise's object must not use, beyond every exercise's list
     # (harness.FORBIDDEN_SYMBOLS): [(regex, message with {} for the symbol)].
     forbidden: Sequence = ()
+    # (case) -> {name: value}: properties derived from the parameters that may explain
+    # which cases fail ({"padding": 1}), beside np and the parameters themselves, for
+    # the line that says which cases failed (grader/pattern.py).
+    facets: Optional[Callable] = None
 
 
 def test(exercise, points, **parts):
