@@ -50,8 +50,11 @@ def has_gpu():
 
 
 def wrap(text, indent):
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
-                         break_long_words=False, break_on_hyphens=False) or [indent]
+    # A line that starts indented (an item of a list) keeps its continuation under itself.
+    inner = " " * (len(text) - len(text.lstrip(" ")))
+    return textwrap.wrap(text, WIDTH, initial_indent=indent,
+                         subsequent_indent=indent + inner + "  ", break_long_words=False,
+                         break_on_hyphens=False) or [indent]
 
 
 class Report:
