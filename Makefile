@@ -181,7 +181,8 @@ $(BUILD)/bench/%/bench: $(BUILD)/grader/lectures/$$(notdir $$*)/bench.o $$(call 
 ARGS_LC     = $(if $(LC),--lc $(LC))
 ARGS_GRADE  = $(ARGS_LC) $(if $(filter 1,$(SOL)),--sol) $(if $(EX),--ex $(EX)) \
               $(if $(SEED),--seed $(SEED)) $(if $(CASE),--case $(CASE)) $(if $(JSON),--json $(JSON)) \
-              $(if $(DEVICE),--device $(DEVICE)) $(if $(WATCHDOG),--watchdog $(WATCHDOG))
+              $(if $(DEVICE),--device $(DEVICE)) $(if $(WATCHDOG),--watchdog $(WATCHDOG)) \
+              $(if $(filter 1,$(VERBOSE)),--verbose)
 
 grade:
 	@py=$$(grader/setup.sh) && "$$py" grader/grade.py $(ARGS_GRADE)
@@ -227,7 +228,8 @@ help:
 	@echo "make                     build everything (CUDA=1: the CUDA parts too)"
 	@echo "make grade LC=1          grade lecture 1's student tree (SOL=1: the solutions;"
 	@echo "                         EX=name: one exercise; SEED=n: the same inputs again;"
-	@echo "                         CASE=i: only case i of that, as the report numbers it)"
+	@echo "                         CASE=i: only case i of that, as the report numbers it;"
+	@echo "                         VERBOSE=1: every failing case; JSON=file: every case)"
 	@echo "make debug EX=name       the first failing case of the last grade again, rank 0"
 	@echo "                         waiting for gdb (CASE=i, RANK=r, SOL=1: others)"
 	@echo "make test                the project's tests: libxt, stubs, solutions, mutants"

@@ -81,6 +81,18 @@ void xti_status_line(const char *kind, const char *text)
     xti_write_all(xti.status_fd, buf, p);
 }
 
+void xti_diag(const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    xti_write_all(xti.diag_fd, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
 XT_NORETURN void xti_abort(int code)
 {
     atomic_store(&xti.aborting, 1);
@@ -100,8 +112,7 @@ static void vreport(const char *kind, const char *file, int line, const char *fm
     if (n < 0)
         n = 0;
     vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
-    fprintf(stderr, "[xt] rank %d %s: %s\n", xti.rank, kind, msg);
-    fflush(stderr);
+    xti_diag("[xt] rank %d %s: %s\n", xti.rank, kind, msg);
     xti_status_line(kind, msg);
 }
 
@@ -145,8 +156,7 @@ XT_NORETURN void xt_todo_at(const char *file, int line, const char *func, const 
 {
     char msg[2048];
     snprintf(msg, sizeof msg, "%s:%d: %s(): %s", file, line, func, what);
-    fprintf(stderr, "[xt] rank %d TODO %s\n", xti.rank, msg);
-    fflush(stderr);
+    xti_diag("[xt] rank %d TODO %s\n", xti.rank, msg);
     xti_status_line("TODO", msg);
     xti_abort(XT_EXIT_TODO);
 }

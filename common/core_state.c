@@ -8,6 +8,7 @@
 
 xti_globals xti = {
     .status_fd = -1,
+    .diag_fd = 2,
     .case_index = -1,
     .case_comm = MPI_COMM_NULL,
     .compute_at = -1,

@@ -26,7 +26,7 @@ static void on_mpi_error(MPI_Comm *comm, int *code, ...)
     xti_describe_call(where, sizeof where, xti_now(), 0, &in_mpi);
     char msg[1024];
     snprintf(msg, sizeof msg, "MPI error in %s: %s", where, err);
-    fprintf(stderr, "[xt] rank %d CRASH %s\n", xti.rank, msg);
+    xti_diag("[xt] rank %d CRASH %s\n", xti.rank, msg);
     xti_status_line("CRASH", msg);
     xti_abort(XT_EXIT_ERROR);
 }
@@ -87,7 +87,7 @@ static void on_fatal_signal(int sig)
     q = xti_put_str(line, q, sizeof line, " CRASH ");
     q = xti_put_str(line, q, sizeof line, msg);
     q = xti_put_str(line, q, sizeof line, "\n");
-    xti_write_all(2, line, q);
+    xti_write_all(xti.diag_fd, line, q);
     /* The call stack, innermost first, for the grader to show the exercise's frames. */
     void *frames[32];
     int n = backtrace(frames, 32);
@@ -96,7 +96,7 @@ static void on_fatal_signal(int sig)
         backtrace_symbols_fd(frames, n, xti.status_fd);
         xti_write_all(xti.status_fd, "END\n", 4);
     }
-    backtrace_symbols_fd(frames, n, 2);
+    backtrace_symbols_fd(frames, n, xti.diag_fd);
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -110,7 +110,7 @@ static void on_exit_call(void)
     if (phase != XTI_PHASE_USER && phase != XTI_PHASE_SETUP)
         return;
     const char *msg = "the program called exit() before MPI_Finalize";
-    fprintf(stderr, "[xt] rank %d CRASH %s\n", xti.rank, msg);
+    xti_diag("[xt] rank %d CRASH %s\n", xti.rank, msg);
     xti_status_line("CRASH", msg);
 }
 

@@ -129,8 +129,7 @@ static void report(const char *file, int line, const char *fmt, ...)
     int phase = atomic_load(&xti.phase);
     if (xti.case_index >= 0 && (phase == XTI_PHASE_USER || phase == XTI_PHASE_DONE)) {
         /* Also on stderr: heap damage past the zones may yet crash the rank before its record. */
-        fprintf(stderr, "[xt] rank %d WRONG %s\n", xti.rank, msg);
-        fflush(stderr);
+        xti_diag("[xt] rank %d WRONG %s\n", xti.rank, msg);
         xti_note("WRONG", "%s", msg);
         return;
     }

@@ -1150,7 +1150,7 @@ int MPI_Abort(MPI_Comm comm, int code)
     enter(FN(MPI_Abort), -1, -1, 0, comm);
     char msg[128];
     snprintf(msg, sizeof msg, "the program called MPI_Abort (error code %d)", code);
-    fprintf(stderr, "[xt] rank %d CRASH %s\n", xti.rank, msg);
+    xti_diag("[xt] rank %d CRASH %s\n", xti.rank, msg);
     xti_status_line("CRASH", msg);
     atomic_store(&xti.aborting, 1);
     return PMPI_Abort(comm, code);

@@ -62,12 +62,11 @@ static void report_and_exit(void)
     snprintf(text, sizeof text, "%s: %s", state, what);
     xti_status_line("HANG", text);
     if (xti.case_index >= 0)
-        fprintf(stderr, "[xt] watchdog: case %d still running after %.1f s; world rank %d: %s\n",
-                xti.case_index, atomic_load(&armed_for), xti.rank, what);
+        xti_diag("[xt] watchdog: case %d still running after %.1f s; world rank %d: %s\n",
+                 xti.case_index, atomic_load(&armed_for), xti.rank, what);
     else
-        fprintf(stderr, "[xt] watchdog: still running after %.1f s; rank %d: %s\n",
-                atomic_load(&armed_for), xti.rank, what);
-    fflush(stderr);
+        xti_diag("[xt] watchdog: still running after %.1f s; rank %d: %s\n",
+                 atomic_load(&armed_for), xti.rank, what);
     /* Give the other ranks time to report before mpirun tears the run down. */
     struct timespec grace = {1, 0};
     nanosleep(&grace, NULL);

@@ -78,6 +78,7 @@ typedef struct {
     int mpi_ready;
     const char *out_dir;  /* where files go: --cases or --out; NULL: nowhere */
     int status_fd;        /* per-rank fault file in out_dir, -1 if none */
+    int diag_fd;          /* libxt's own messages: stderr, kept apart from a case's output */
     _Atomic int phase;    /* XTI_PHASE_* */
     _Atomic int aborting; /* set once this rank is ending the run */
     int case_index;       /* -1 outside a case */
@@ -113,6 +114,8 @@ void xti_write_all(int fd, const char *s, size_t n);
 /* Writes one tab-separated line "KIND\tcase=..\tgroup=..\trank=..\tworld=..\tus=..\t<text>"
  * to the status file (if any); async-signal-safe. */
 void xti_status_line(const char *kind, const char *text);
+/* One of libxt's own messages, "[xt] ...", to xti.diag_fd (not async-signal-safe). */
+void xti_diag(const char *fmt, ...) XT_PRINTF(1, 2);
 XT_NORETURN void xti_abort(int code);
 
 /* mpi_names.c */

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Grades a lecture: builds its programs, runs their cases, prints the report.
 
-    make grade LC=1 [SOL=1] [EX=substring] [SEED=n] [CASE=i] [JSON=file]
+    make grade LC=1 [SOL=1] [EX=substring] [SEED=n] [CASE=i] [JSON=file] [VERBOSE=1]
 
-is  python3 grader/grade.py --lc 1 [--sol] [--ex ...] [--seed n] [--case i] [--json file].
+is  python3 grader/grade.py --lc 1 [--sol] [--ex ...] [--seed n] [--case i] [--json file]
+    [--verbose].
 Exit status: 0 only with full marks; 1 otherwise; 2 for a usage error.
 """
 
@@ -59,8 +60,11 @@ def has_gpu():
 
 
 def wrap(text, indent):
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
-                         break_long_words=False, break_on_hyphens=False) or [indent]
+    # A line that starts indented (an item of a list) keeps its continuation under itself.
+    inner = " " * (len(text) - len(text.lstrip(" ")))
+    return textwrap.wrap(text, WIDTH, initial_indent=indent,
+                         subsequent_indent=indent + inner + "  ", break_long_words=False,
+                         break_on_hyphens=False) or [indent]
 
 
 class Report:
@@ -98,6 +102,25 @@ class Report:
             self.line(f"      debug: {debug} {arg} (rank 0 waits for gdb)")
         if show_dir and r.launch_dir:
             self.line(f"      cases kept in {os.path.relpath(r.launch_dir)}/")
+
+
+def plain(v):
+    """A parameter's value as JSON holds it."""
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    if hasattr(v, "item"):
+        return v.item()
+    return str(v)
+
+
+def case_json(o):
+    """One case's outcome for --json: its number in the test, label, np, parameters,
+    verdict (OK, a failure's kind, NOT RUN) and the failure's one line."""
+    return {"number": o.case.index, "label": o.case.label, "np": o.case.np,
+            "params": {k: plain(v) for k, v in o.case.params.items()},
+            "verdict": o.verdict, "reason": o.reason}
 
 
 def rerun_command(args, lecture, exercise, seed):
@@ -164,7 +187,9 @@ def main():
     ap.add_argument("--seed", type=int, help="the inputs of an earlier run")
     ap.add_argument("--case", type=int, help="grade only this case (its number in the report; "
                                              "with --ex and --seed)")
-    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--json", help="also write the results to this file, every case included")
+    ap.add_argument("--verbose", action="store_true",
+                    help="under a failure, list every failing case of the test and why")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--watchdog", type=float, default=10.0,
                     help="seconds a case may run before it counts as hung (default 10)")
@@ -289,7 +314,7 @@ def main():
                         runner = harness.Runner(
                             harness.Exercise(lec, ex, sources[ex], binaries[ex], every[ex]),
                             seed, work_dir(tag, lec, ex), watchdog=args.watchdog,
-                            max_np=args.max_np, only=args.case)
+                            max_np=args.max_np, only=args.case, verbose=args.verbose)
                         results = runner.run(ex_tests)
                         slowest_start = max(slowest_start, runner.start_seconds)
                 case_results.extend(results)
@@ -311,7 +336,8 @@ def main():
                        "points": r.points, "max": r.test.points, "seconds": round(r.seconds, 4),
                        "cases_run": r.cases_run, "cases_failed": r.cases_failed,
                        "case": r.case.number if r.case is not None else None,
-                       "details": r.lines} for ex, r in lec_results]})
+                       "details": r.lines, "cases": [case_json(o) for o in r.cases]}
+                      for ex, r in lec_results]})
 
     if not matched:
         what = f" matching EX={args.ex}" if args.ex else ""

@@ -9,7 +9,10 @@ must end the run with the program's own error (spec.Test.refusal) runs each
 case in a launch of its own, after the others.
 
 Verdicts: OK, WRONG, RULE, TODO, CRASH, DEADLOCK, TIMEOUT, BUILD (and SKIPPED,
-not counted). A test's verdict is that of its first failing case.
+not counted). A test's verdict is that of its first failing case; every case
+the launch ran is checked, so the report can say which cases failed
+(grader/pattern.py), and what the failing case's ranks printed (each rank's
+stdout and stderr during a case, c<k>/g<g>.r<r>.out.txt).
 
 An exercise numbers its cases (numbered_cases): the same number in every launch
 (case <k> in cases.txt, directory c<k>/), in the report and in CASE=, which
@@ -29,6 +32,7 @@ from typing import Callable, List, Optional
 import numpy as np
 
 import launch
+import pattern
 import spec
 
 # --------------------------------------------------------------------- records
@@ -177,9 +181,20 @@ class Failure:
     kind: str
     case: Optional[spec.Case]
     lines: List[str]  # the first is the headline
+    group: Optional[int] = None  # the copy of the case (sub-communicator) it was seen in
     # What to try, from the check that failed: its own hint, or the cause the grader
     # sees; None: the test's hint.
     hint: Optional[str] = None
+
+
+@dataclasses.dataclass
+class CaseOutcome:
+    """How one case of a test ended."""
+    case: spec.Case
+    verdict: str  # OK, a failure's kind, or NOT RUN
+    reason: str = ""  # the failure's headline
+    cdir: str = ""  # the case's directory (its outputs, records and printed lines)
+    group: Optional[int] = None  # the group that failed, when known
 
 
 @dataclasses.dataclass
@@ -192,6 +207,7 @@ class TestResult:
     cases_failed: int = 0
     launch_dir: str = ""
     case: Optional[spec.Case] = None  # the case the verdict comes from, if one
+    cases: List[CaseOutcome] = dataclasses.field(default_factory=list)
 
     @property
     def points(self):
@@ -396,7 +412,7 @@ class Runner:
     exercise's grade uses; with debug, that case under a debugger."""
 
     def __init__(self, exercise, seed, work_dir, watchdog=10.0, max_np=8, only=None,
-                 debug=None):
+                 debug=None, verbose=False):
         self.ex = exercise
         self.seed = seed
         self.work_dir = work_dir
@@ -406,6 +422,8 @@ class Runner:
         self.only = only
         self.debug = debug
         self.numbered = numbered_cases(exercise.tests, seed)
+        self.verbose = verbose  # list every failing case under the first
+        self.checked_group = None  # the group check_case looked at last
 
     def cases_of(self, test):
         return [c for c in self.numbered[test.name]
@@ -516,30 +534,38 @@ class Runner:
             r = TestResult(test, launch_dir=launch_dir)
             first: Optional[Failure] = None
             died_here = False
+            outcomes = []
             for t, case, k in plan:
                 if t is not test:
                     continue
+                cdir = os.path.join(launch_dir, f"c{k}")
                 if dead_case is not None:
-                    break
+                    outcomes.append(CaseOutcome(case, "NOT RUN", cdir=cdir))
+                    continue
                 recs = self.read_case(launch_dir, k, world, case.np)
                 if recs is None:  # the launch ended inside this case
                     dead_case = k
                     died_here = True
                     death = self.classify_death(res, status, case, k, world)
+                    outcomes.append(CaseOutcome(case, death.kind, death.lines[0], cdir,
+                                                death.group))
                     if first is None:
                         first = death
                     elif death.kind != first.kind:
                         first.lines.append(f"(then, at {case.label}: {death.kind}, which "
                                            f"ended the run)")
                     r.cases_failed += 1
-                    break
+                    continue
                 r.cases_run += 1
                 r.seconds += max((rec.seconds for g in recs for rec in g), default=0.0)
                 fail = self.check_case(test, case, k, recs, inputs[k], launch_dir)
                 if fail:
+                    fail.group = self.checked_group
                     r.cases_failed += 1
                     if first is None:
                         first = fail
+                outcomes.append(CaseOutcome(case, fail.kind, fail.lines[0], cdir, fail.group)
+                                if fail else CaseOutcome(case, "OK", cdir=cdir))
             if dead_case is not None and not died_here and r.cases_run == 0 and first is None:
                 rerun.append(test)  # never reached: run it again in a new launch
                 continue
@@ -547,38 +573,87 @@ class Runner:
             # last test is the one whose code ran last.
             if first is None and dead_case is None and res.returncode != 0 and test is tests[-1]:
                 first = self.classify_death(res, status, None, None, world)
+            r.cases = outcomes
             if first:
                 r.verdict = first.kind
                 r.lines = first.lines
                 r.case = first.case
-                if first.case is not None and r.cases_failed > 1:
-                    r.lines.append(f"({r.cases_failed} of {r.cases_run + died_here} cases "
-                                   f"failed; this is the first)")
+                r.lines += self.which_failed(r, first)
                 hint = first.hint or test.hint
                 if hint and first.kind in ("WRONG", "RULE", "DEADLOCK"):
                     r.lines.append(hint)
+            r.lines += self.printed(r, first)
             results[test.name] = r
         return results, rerun
+
+    def which_failed(self, r, first, not_run_why="the run had ended"):
+        """The line under the first failing case that says which cases failed and which
+        passed (grader/pattern.py), and with --verbose each failing case's headline."""
+        if first.case is None or first.kind == "TODO" or not r.cases:
+            return []
+        test = r.test
+        rows = [(case_features(o.case), None if o.verdict == "NOT RUN" else o.verdict != "OK")
+                for o in r.cases]
+        kinds = [o.verdict for o in r.cases if o.verdict not in ("OK", "NOT RUN")]
+        line = pattern.summary(rows, kinds, not_run_why)
+        out = [f"({line})"] if line else []
+        if self.verbose and len(kinds) > 1:
+            out.append(f"every failing case of {test.name} (case number, then why):")
+            out += [f"  #{o.case.index} {o.reason}" for o in r.cases
+                    if o.verdict not in ("OK", "NOT RUN")]
+        return out
+
+    def printed(self, r, first):
+        """What the ranks printed: under a failure, the first lines the failing case's
+        ranks printed and where the rest are; for a test that passed, where its cases'
+        lines went. Empty when they printed nothing."""
+        if first is not None and first.case is not None:
+            mine = next((o for o in r.cases if o.case is first.case), None)
+            if mine:
+                shown = printed_lines(mine.cdir, first.group, first.case.np)
+                if shown:
+                    return shown
+        files = {o.cdir: output_files(o.cdir) for o in r.cases if o.cdir}
+        files = {d: fs for d, fs in files.items() if fs}
+        if not files:
+            return []
+        lines = sum(count_lines(f) for fs in files.values() for f in fs.values())
+        dirs = sorted(files)
+        parents = {os.path.dirname(d) for d in dirs}
+        where = (os.path.relpath(dirs[0]) if len(dirs) == 1 else
+                 os.path.join(os.path.relpath(parents.pop()), "c<case>") if len(parents) == 1
+                 else os.path.join(os.path.relpath(self.work_dir), "launch<n>", "c0"))
+        return [f"printed {spec.amount(lines, ' lines')} as its cases ran (not graded), in "
+                f"{where}/g<group>.r<rank>{OUTPUT_SUFFIX}"]
 
     def refusals(self, test):
         """A test whose cases offer input the program must refuse: each case ends its
         launch (xt_die aborts every rank), so each has a launch of its own; the first
         case that is not refused as it should be gives the verdict."""
         r = TestResult(test)
+        fail = None
         for case in self.cases_of(test):
+            if fail:
+                r.cases.append(CaseOutcome(case, "NOT RUN"))
+                continue
             r.launch_dir = self.next_launch_dir()
             k = case.number
             world, inputs, res, status = self.start([(test, case, k)], r.launch_dir)
             r.cases_run += 1
             r.seconds += res.seconds  # the case has no record when it is refused
             fail = self.refused(test, case, k, world, inputs[k], res, status, r.launch_dir)
+            cdir = os.path.join(r.launch_dir, f"c{k}")
+            r.cases.append(CaseOutcome(case, fail.kind, fail.lines[0], cdir, fail.group)
+                           if fail else CaseOutcome(case, "OK", cdir=cdir))
             if fail:
                 r.cases_failed = 1
                 r.verdict, r.lines, r.case = fail.kind, fail.lines, case
+                r.lines += self.which_failed(r, fail, "each needs a launch of its own, and "
+                                                      "grading stops at the first failure")
                 hint = fail.hint or test.hint
                 if hint and fail.kind in ("WRONG", "RULE"):
                     r.lines.append(hint)
-                break
+        r.lines += self.printed(r, fail)
         return r
 
     def refused(self, test, case, k, world, inputs, res, status, launch_dir):
@@ -594,7 +669,8 @@ class Runner:
             text = s.text[len(self.ex.source) + 1:].split(": ", 1)[-1]
             msg = test.refusal(case, inputs[max(s.group, 0)], text,
                                scratch_dir(cdir, max(s.group, 0)))
-            return Failure("WRONG", case, [f"{case.label}: rank {s.rank}: {msg}"]) if msg else None
+            return (Failure("WRONG", case, [f"{case.label}: rank {s.rank}: {msg}"], s.group)
+                    if msg else None)
         if status or self.read_case(launch_dir, k, world, case.np) is None:
             return self.classify_death(res, status, case, k, world)
         msg = test.refusal(case, inputs[0], None, scratch_dir(cdir, 0))
@@ -618,6 +694,7 @@ class Runner:
         cdir = os.path.join(launch_dir, f"c{k}")
         label = case.label
         for g, group in enumerate(recs):
+            self.checked_group = g
             inp = inputs[g]
             # Harness notes first: memory written out of bounds, inputs changed.
             for r, rec in enumerate(group):
@@ -692,7 +769,7 @@ class Runner:
             frames = short_backtrace(s.backtrace, self.ex.binary, self.ex.source)
             if frames:
                 lines.append("in " + " <- ".join(frames[:4]))
-            return Failure("CRASH", case, lines)
+            return Failure("CRASH", case, lines, s.group)
         hang = [s for s in mine if s.kind == "HANG"]
         if hang:
             return self.deadlock(case, hang, (case and case.test.watchdog) or self.watchdog)
@@ -721,7 +798,8 @@ class Runner:
             head = f"{label}: still running after {limit:g} s, no rank inside MPI:"
         blocked = [(s.rank, s.text.partition(": ")[2]) for s in ranks]
         lines, hint = blocked_explanation(blocked, in_a_case=True)
-        return Failure("DEADLOCK" if in_mpi else "TIMEOUT", case, [head] + lines, hint=hint)
+        return Failure("DEADLOCK" if in_mpi else "TIMEOUT", case, [head] + lines, group,
+                       hint=hint)
 
 
 def blocked_explanation(blocked, in_a_case):
@@ -763,6 +841,91 @@ def debug_run(cmd, log_path, show):
     with open(log_path, "w") as f:
         f.write(res.output + "\n")
     return res
+
+
+OUTPUT_SUFFIX = ".out.txt"  # a rank's stdout and stderr during a case (common/case_run.c)
+SHOW_PRINTED = 8  # lines of a failing case's output in the report
+READ_LIMIT = 1 << 20  # bytes of one output file read to show it
+
+
+def case_features(case):
+    """What tells a test's cases apart, for grader/pattern.py: np, the parameters, and
+    the facets the test derives from them."""
+    features = {"np": case.np}
+    features.update(case.params)
+    if case.test.facets:
+        features.update(case.test.facets(case))
+    return features
+
+
+def output_files(cdir):
+    """{(group, rank): path} of the output files in a case's directory that hold
+    anything (a rank that dies inside a case leaves its file, empty or not)."""
+    out = {}
+    try:
+        names = os.listdir(cdir)
+    except OSError:
+        return out
+    for name in names:
+        m = re.fullmatch(r"g(\d+)\.r(\d+)" + re.escape(OUTPUT_SUFFIX), name)
+        path = os.path.join(cdir, name)
+        if m and os.path.getsize(path) > 0:
+            out[(int(m.group(1)), int(m.group(2)))] = path
+    return out
+
+
+def count_lines(path):
+    n, last = 0, b"\n"
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 16), b""):
+                n += chunk.count(b"\n")
+                last = chunk[-1:]
+    except OSError:
+        return 0
+    return n + (last != b"\n")
+
+
+def printable(text, width):
+    text = "".join(c if c.isprintable() else " " for c in text.expandtabs(4)).rstrip()
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def printed_lines(cdir, group, np_):
+    """The report's lines for what one case's ranks printed: a heading with the path
+    to all of it, then up to SHOW_PRINTED lines, taken from the ranks in turn and shown
+    in rank order, each after its rank. The failing group's, or (group unknown) the
+    first group's that printed. [] when they printed nothing."""
+    files = output_files(cdir)
+    if not files:
+        return []
+    if group is None or group < 0 or not any(g == group for g, _ in files):
+        group = min(g for g, _ in files)
+    ranks = sorted(r for g, r in files if g == group and r < np_)
+    text = {}
+    for r in ranks:
+        try:
+            with open(files[(group, r)], "rb") as f:
+                text[r] = f.read(READ_LIMIT).decode(errors="replace").splitlines()
+        except OSError:
+            text[r] = []
+    total = sum(count_lines(files[(group, r)]) for r in ranks)
+    if total == 0:
+        return []
+    take = {r: 0 for r in ranks}
+    shown = 0
+    while shown < SHOW_PRINTED and any(take[r] < len(text[r]) for r in ranks):
+        for r in ranks:
+            if shown < SHOW_PRINTED and take[r] < len(text[r]):
+                take[r] += 1
+                shown += 1
+    where = f"{os.path.relpath(cdir)}/g{group}.r<rank>{OUTPUT_SUFFIX}"
+    head = (f"this case's ranks printed {spec.amount(total, ' lines')}, all in {where}:"
+            if shown >= total else
+            f"this case's ranks printed {total} lines, the first {shown} below, all in {where}:")
+    width = 78 - 6 - len(f"  r{max(ranks)}| ")
+    return [head] + [f"  r{r}| {printable(line, width)}" for r in ranks
+                     for line in text[r][:take[r]]]
 
 
 def world_hint(group):

@@ -320,7 +320,7 @@ def test_cases(s):
     d = fresh("cases")
     plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
             (2, "pending"), (4, "world"), (1, "note"), (2, "peek"), (1, "nullout"),
-            (2, "reuse")]
+            (2, "reuse"), (2, "print")]
     with open(os.path.join(d, "cases.txt"), "w") as f:
         f.write("# self-test cases\n")
         for k, (np_, fn) in enumerate(plan):
@@ -376,8 +376,25 @@ def test_cases(s):
         idle = glob.glob(os.path.join(d, f"c{k}", f"g{8 // np_}.*.mpi.txt"))
         if idle:
             problems.append(f"case {k}: idle ranks wrote records: {idle}")
+        # What a case printed, on stdout and stderr, is in its output files, in order;
+        # libxt's own messages (the overrun's WRONG, say) are not, and an empty file goes.
+        printed = harness.output_files(os.path.join(d, f"c{k}"))
+        want = {(g, rank): [f"case {k} rank {rank} of {np_}", f"stderr of rank {rank}"]
+                for g in range(8 // np_) for rank in range(np_)} if fn == "print" else {}
+        got = {}
+        for key, path in printed.items():
+            with open(path) as f:
+                got[key] = f.read().splitlines()
+        if got != want:
+            problems.append(f"case {k} ({fn}): printed {got}, expected {want}")
+        left = [f for f in os.listdir(os.path.join(d, f"c{k}"))
+                if f.endswith(harness.OUTPUT_SUFFIX) and (fn != "print" or
+                                                          os.path.getsize(os.path.join(
+                                                              d, f"c{k}", f)) == 0)]
+        if left:
+            problems.append(f"case {k} ({fn}): empty output files left: {left}")
     s.record("case mode: groups of np ranks on an 8-rank world, idle ranks, per-case records, "
-             "other ranks' input files refused",
+             "other ranks' input files refused, what each rank printed in its case's file",
              not [p for p in problems if "notes" not in p], problems)
     s.record("case mode: guard bytes, const inputs, pending requests and notes reported",
              not [p for p in problems if "notes" in p], [p for p in problems if "notes" in p])
@@ -500,6 +517,8 @@ def test_grader_units(s):
         bad.append(f"a 4-line TODO over a 9-line solution: {over}")
     s.record("hints: three levels read in order; a missing or empty level, no Hints heading, and a "
              "TODO over its bound are refused", not bad, bad)
+    test_pattern(s)
+    test_printed(s)
     test_rounds(s)
     test_blocked_explanations(s)
     test_one_case(s)
@@ -655,6 +674,110 @@ def test_one_case(s):
         s.record("make debug: SIGUSR1 lets rank 1 go on; the case ends, WRONG as graded, "
                  "watchdog off", done, seen + ran)
         s.skip("make debug: gdb attaches and lets rank 1 go on", how)
+
+
+def test_pattern(s):
+    """grader/pattern.py on hand-made outcomes: the line that says which cases failed."""
+    import pattern
+
+    def rows(cases, failed):
+        return [(c, failed(c)) for c in cases]
+
+    grid = [{"np": n, "count": c} for n in (1, 2, 3, 4) for c in (0, 1, 7)]
+    typed = [{"np": n, "dtype": d} for n in (1, 2) for d in ("float32", "float64", "int32",
+                                                               "int64")]
+    pairs = [{"np": n, "dtype": d} for n in (1, 2, 3, 5) for d in ("float32", "int32")]
+    mixed = [{"np": n, "count": c} for n in (1, 2, 3) for c in (0, 1, 7, 100)]
+    checker = [{"np": n, "count": c} for n in (1, 2) for c in (0, 1, 2, 3)]
+    seeded = [{"np": n, "seed": 1000 + i} for i, n in enumerate((1, 2, 2, 3, 1, 2, 3, 3))]
+    tied = [{"np": n, "dims": {1: "5,3", 2: "7,2", 4: "7,2"}[n], "rows": r}
+            for n in (1, 2, 4) for r in (1, 2)]
+    padded = [{"np": n, "dims": d, "padding": (-p) % n} for n in (1, 2, 3)
+              for d, p in (("4,2", 10), ("6,3", 21))]
+    want = [
+        (rows(grid, lambda c: c["np"] >= 2), (), "9 of 12 cases failed: exactly those with np>=2"),
+        (rows(typed, lambda c: c["dtype"].startswith("int")), (),
+         "4 of 8 cases failed: exactly those with dtype=int32,int64"),
+        (rows(grid, lambda c: c["np"] != 3), (),
+         "9 of 12 cases failed: all but those with np=3"),
+        (rows(pairs, lambda c: c["np"] >= 3 and c["dtype"] == "int32"), (),
+         "2 of 8 cases failed: exactly those with np>=3 and dtype=int32"),
+        (rows(mixed, lambda c: c["np"] == 3 or (c["np"] == 2 and c["count"] == 7)), (),
+         "5 of 12 cases failed: all with np=3; 1 of 4 with np=2; none with np=1"),
+        (rows(checker, lambda c: (c["np"] + c["count"]) % 2 == 1), (),
+         "4 of 8 cases failed: cases 0, 2, 5, 7"),
+        (rows(seeded, lambda c: c["np"] == 2), (), "3 of 8 cases failed: exactly those with np=2"),
+        (rows(seeded, lambda c: c["seed"] in (1000, 1002, 1005)), (),
+         "3 of 8 cases failed: 1 of 2 with np=1; 2 of 3 with np=2; none with np=3"),
+        (rows(mixed, lambda c: c["np"] > 1 and c["count"] != 1), (),
+         "6 of 12 cases failed: exactly those with np>=2 and count!=1"),
+        (rows([{"np": n, "count": c} for n in (1, 2, 3, 4, 5) for c in (0, 1)],
+              lambda c: c["np"] in (2, 4, 5) and c["count"] != c["np"] % 2), (),
+         "3 of 10 cases failed: 3 of 6 with np=2,4,5; none with np=1,3"),
+        (rows([{"np": n, "count": c} for n in range(1, 21) for c in (0, 1)],
+              lambda c: c["count"] == c["np"] % 2), (),
+         "20 of 40 cases failed: cases 1, 2, 5, 6, 9, 10, 13, 14 and 12 more"),
+        (rows(tied, lambda c: c["np"] >= 2), (),
+         "4 of 6 cases failed: exactly those with np>=2 (or equally, with dims=[7,2])"),
+        (rows(padded, lambda c: c["padding"] > 0), (),
+         "2 of 6 cases failed: exactly those with padding>=1"),
+        ([(c, c["np"] == 2 if c["np"] <= 2 else None) for c in grid], (),
+         "3 of the 6 cases run failed: exactly those with np=2; 6 did not run, as the run "
+         "had ended"),
+        (rows(grid[:4], lambda c: True), ("WRONG", "WRONG", "RULE", "WRONG"),
+         "all 4 cases failed, 3 WRONG and 1 RULE"),
+        (rows(grid, lambda c: c["np"] == 2 and c["count"] == 1), (),
+         "1 of 12 cases failed: only this one"),
+        (rows(grid, lambda c: False), (), ""),
+        ([(grid[0], True)] + [(c, None) for c in grid[1:]], (), ""),
+    ]
+    bad = []
+    for r, kinds, expect in want:
+        got = pattern.summary(r, kinds)
+        if got != expect:
+            bad.append(f"expected {expect!r}, got {got!r}")
+    s.record("pattern of failures: one parameter, its complement, >= and lists, two parameters, "
+             "a partial split, case numbers when nothing splits them (a per-case seed never "
+             "does), tied parameters, facets, cases not run, mixed verdicts",
+             not bad, bad)
+
+
+def test_printed(s):
+    """What a case's ranks printed, in the report: under a failure, the failing group's
+    first lines, shared among its ranks, each line cut to the report's width; for a test
+    that passed, one line saying where the lines went."""
+    d = fresh("printed")
+    c0, c1 = os.path.join(d, "c0"), os.path.join(d, "c1")
+    os.makedirs(c0)
+    os.makedirs(c1)
+    files = {"g0.r0": "first\n\tsecond, \x1b[31mred\x1b[0m\n" + "x" * 200 + "\n",
+             "g0.r1": "".join(f"line {i}\n" for i in range(12)),
+             "g0.r2": "", "g1.r0": "other group\n", "g0.r9": "not in the case\n"}
+    for name, text in files.items():
+        with open(os.path.join(c0, name + harness.OUTPUT_SUFFIX), "w") as f:
+            f.write(text)
+    t = spec.Test(exercise="x", name="f", points=1, cases=None, inputs=None, reference=None)
+    case0, case1 = spec.Case(t, 3, {}, 0), spec.Case(t, 3, {}, 1)
+    r = harness.TestResult(t, cases=[harness.CaseOutcome(case0, "WRONG", "why", c0, 0),
+                                     harness.CaseOutcome(case1, "OK", cdir=c1)])
+    runner = harness.Runner(None, 0, d)
+    where = os.path.relpath(c0)
+    got = runner.printed(r, harness.Failure("WRONG", case0, ["why"], 0))
+    want = [f"this case's ranks printed 15 lines, the first 8 below, all in "
+            f"{where}/g0.r<rank>.out.txt:",
+            "  r0| first", "  r0|     second,  [31mred [0m", "  r0| " + "x" * 63 + "...",
+            "  r1| line 0", "  r1| line 1", "  r1| line 2", "  r1| line 3", "  r1| line 4"]
+    other = runner.printed(r, harness.Failure("WRONG", case0, ["why"], 1))
+    passed = runner.printed(r, None)
+    quiet = runner.printed(harness.TestResult(t, cases=[harness.CaseOutcome(case1, "OK",
+                                                                            cdir=c1)]), None)
+    ok = (got == want and other[1:] == ["  r0| other group"] and quiet == [] and
+          passed == [f"printed 17 lines as its cases ran (not graded), in "
+                     f"{where}/g<group>.r<rank>.out.txt"])
+    s.record("printed lines: a failing group's first 8, shared by its ranks, each cut to the "
+             "report's width; another group's when that one failed; one line where a test "
+             "passed; nothing where nothing was printed",
+             ok, got + other + passed + quiet)
 
 
 def test_rounds(s):
@@ -1095,7 +1218,12 @@ def test_mem(s):
             os.makedirs(os.path.join(d, f"c{k}"))
     start = time.monotonic()
     r = mpirun(2, [exe, "--cases", d])
-    problems = [ln for ln in r.output.splitlines() if ln.startswith("FAIL")]
+    # What the cases print goes to their output files (c<k>/g<g>.r<r>.out.txt).
+    printed = ""
+    for path in sorted(glob.glob(os.path.join(d, "c*", "*" + harness.OUTPUT_SUFFIX))):
+        with open(path) as f:
+            printed += f.read()
+    problems = [ln for ln in (r.output + printed).splitlines() if ln.startswith("FAIL")]
     if r.returncode != 0 and not problems:
         problems = tail(r.output)
     for rank in range(2):
@@ -1124,14 +1252,20 @@ def test_mem(s):
             elif rec.memory != mem:
                 problems.append(f"case {k} ({plan[k]}) rank {rank}: memory {rec.memory}, "
                                 f"expected {mem}")
-    # xt_mem_print: each rank's peaks in that case (the columns of unused kinds may be left out).
+    # xt_mem_print: each rank's peaks in that case (the columns of unused kinds may be left
+    # out), printed by rank 0 into the case's output file.
+    try:
+        with open(os.path.join(d, "c2", "g0.r0" + harness.OUTPUT_SUFFIX)) as f:
+            table = f.read()
+    except OSError:
+        table = ""
     rows = {ln.split()[0]: [int(v) for v in ln.split()[1:] if v != "0"]
-            for ln in r.output.splitlines() if re.match(r"\[r\d\]( +\d+)+$", ln)}
-    if ("after: peak bytes per rank" not in r.output or
-            not re.search(r"^ +params +grads .*total$", r.output, re.M) or
+            for ln in table.splitlines() if re.match(r"\[r\d\]( +\d+)+$", ln)}
+    if ("after: peak bytes per rank" not in table or
+            not re.search(r"^ +params +grads .*total$", table, re.M) or
             rows != {"[r0]": [500, 100, 600], "[r1]": [500, 100, 600]}):
         problems.append("xt_mem_print: no table of both ranks' peaks: " +
-                        " | ".join(tail(r.output, 4)))
+                        " | ".join(tail(table, 4)))
     s.record("memory: case records hold each kind's bytes now and at peak (Record.memory), "
              "peaks restart at each case; xt_mem_print", not problems, problems)
 

@@ -38,6 +38,9 @@ Each says:
 
 A rule or a check may carry its own hint (hinted(rule, text)): shown under its
 failure instead of the test's hint, which is about the whole exercise.
+  facets(case)            optional: {name: value} derived from a case's parameters
+                          ("padding": elements added to make the shards equal) that
+                          may tell failing cases from passing ones in the report
 
 The harness (grader/harness.py) runs the cases and applies these.
 """
@@ -115,6 +118,10 @@ class Test:
     # The program's outputs are put together by libxt, the same on every rank whatever the
     # ranks hold (ZeRO-3's shards): ranks that agree say nothing about the communication.
     gathered_outputs: bool = False
+    # (case) -> {name: value}: properties derived from the parameters that may explain
+    # which cases fail ({"padding": 1}), beside np and the parameters themselves, for
+    # the line that says which cases failed (grader/pattern.py).
+    facets: Optional[Callable] = None
 
 
 def test(exercise, points, **parts):

@@ -11,6 +11,7 @@
  *   note       leaves a remark for the grader
  *   peek       tries to read rank 0's input file directly (refused in case mode)
  *   nullout    hands back a NULL output that should hold elements
+ *   print      prints a line on stdout and one on stderr (the case's output file)
  */
 #include "xt_harness.h"
 
@@ -72,6 +73,10 @@ static void run_case(xt_case *c)
     }
     if (xt_case_is(c, "nullout"))
         xt_case_output(c, "lost", NULL, XT_F32, 3);
+    if (xt_case_is(c, "print")) {
+        printf("case %s rank %d of %d\n", xt_case_str(c, "index"), rank, np);
+        fprintf(stderr, "stderr of rank %d\n", rank);
+    }
     int32_t who[2] = {rank, np};
     xt_case_output(c, "y", y, XT_F32, x.count);
     xt_case_output(c, "who", who, XT_I32, 2);

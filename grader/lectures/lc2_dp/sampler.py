@@ -30,6 +30,12 @@ def sampler_label(case):
             f"{' drop_last' if case['drop_last'] else ''}")
 
 
+def sampler_facets(case):
+    """n % np: where it is 0 there is nothing to pad or drop, so a sampler wrong only at
+    the padding or at drop_last fails exactly where it is not."""
+    return {"n%np": case["n"] % case.np}
+
+
 def sampler_indices(n, np_, epoch, seed, shuffle, drop_last):
     """Each rank's indices in one epoch: DistributedSampler's definition."""
     order = nn.permutation(seed + epoch, n) if shuffle else np.arange(n, dtype=np.int64)
@@ -71,7 +77,7 @@ def no_communication(case, inputs, records):
 
 @test("distributed_sampler", points=10,
       inputs=sampler_inputs, reference=sampler_reference, label=sampler_label,
-      rules=[no_communication],
+      facets=sampler_facets, rules=[no_communication],
       hint="'epoch<e>' holds the indices the rank got in epoch e, as many as "
            "distributed_sampler returned")
 def distributed_sampler(rng):
