@@ -126,6 +126,7 @@ class StatusLine:
     text: str
     us: int = 0  # when, in wall-clock microseconds
     backtrace: List[str] = dataclasses.field(default_factory=list)
+    asan: List[str] = dataclasses.field(default_factory=list)  # AddressSanitizer's report
 
 
 def read_status(launch_dir, world):
@@ -146,9 +147,9 @@ def read_status(launch_dir, world):
                 else:
                     bt.append(line)
                 continue
-            if line == "BACKTRACE":
+            if line in ("BACKTRACE", "ASAN"):
                 if out:
-                    bt = out[-1].backtrace
+                    bt = out[-1].backtrace if line == "BACKTRACE" else out[-1].asan
                 else:
                     bt = []
                 continue
@@ -171,6 +172,9 @@ class Failure:
     kind: str
     case: Optional[spec.Case]
     lines: List[str]  # the first is the headline
+    # Memory damaged out of sight (a libxt guard zone, glibc's heap): the line that did it is
+    # AddressSanitizer's to find, and the report says how (grade.py, make grade SAN=1).
+    memory_damage: bool = False
 
 
 @dataclasses.dataclass
@@ -182,6 +186,7 @@ class TestResult:
     cases_run: int = 0
     cases_failed: int = 0
     launch_dir: str = ""
+    memory_damage: bool = False  # see Failure
 
     @property
     def points(self):
@@ -317,12 +322,13 @@ class Exercise:
 class Runner:
     """Grades the tests of one exercise: as few launches as the failures allow."""
 
-    def __init__(self, exercise, seed, work_dir, watchdog=10.0, max_np=8):
+    def __init__(self, exercise, seed, work_dir, watchdog=10.0, max_np=8, san=False):
         self.ex = exercise
         self.seed = seed
         self.work_dir = work_dir
         self.watchdog = watchdog
         self.max_np = max_np
+        self.san = san  # built with AddressSanitizer: its settings in every launch
 
     def cases_of(self, test):
         rng = np.random.default_rng(stable_seed(self.seed, test.exercise, test.name, "cases"))
@@ -378,12 +384,14 @@ class Runner:
 
         cmd = launch.mpirun_command(world, [os.path.abspath(self.ex.binary), "--cases",
                                             os.path.abspath(launch_dir)])
+        extra = launch.san_env() if self.san else {}
         with open(os.path.join(launch_dir, "run.sh"), "w") as f:
+            env = "".join(f"{k}={v} " for k, v in extra.items())
             f.write("#!/bin/sh\n# Runs these cases again, as the grader did.\n"
-                    f"cd {os.getcwd()} && {launch.shell_line(cmd)}\n")
+                    f"cd {os.getcwd()} && {env}{launch.shell_line(cmd)}\n")
         max_wd = max(((t.watchdog or self.watchdog) for t, _, _ in plan),
                      default=self.watchdog)
-        res = launch.run(cmd, timeout=60 + 2 * max_wd,
+        res = launch.run(cmd, timeout=60 + 2 * max_wd, env=launch.mpi_env(extra),
                          log_path=os.path.join(launch_dir, "output.txt"))
         status = read_status(launch_dir, world)
         return world, inputs, res, status
@@ -436,6 +444,7 @@ class Runner:
             if first:
                 r.verdict = first.kind
                 r.lines = first.lines
+                r.memory_damage = first.memory_damage
                 if first.case is not None and r.cases_failed > 1:
                     r.lines.append(f"({r.cases_failed} of {r.cases_run + died_here} cases "
                                    f"failed; this is the first)")
@@ -458,6 +467,7 @@ class Runner:
             if fail:
                 r.cases_failed = 1
                 r.verdict, r.lines = fail.kind, fail.lines
+                r.memory_damage = fail.memory_damage
                 if test.hint and fail.kind in ("WRONG", "RULE"):
                     r.lines.append(test.hint)
                 break
@@ -504,7 +514,8 @@ class Runner:
             for r, rec in enumerate(group):
                 for kind, text in rec.notes:
                     if kind == "WRONG":
-                        return Failure("WRONG", case, [f"{label}: rank {r} {text}"])
+                        return Failure("WRONG", case, [f"{label}: rank {r} {text}"],
+                                       memory_damage=bool(ZONE_NOTE.match(text)))
             # A buffer used while a request owned it, or a request never completed: a
             # RULE that explains wrong values, so it is reported before them.
             for r, rec in enumerate(group):
@@ -568,14 +579,25 @@ class Runner:
                 [s for s in status if s.kind in ("CRASH", "ERROR")]
         if crash:
             s = min(crash, key=lambda line: line.us)  # the first failure, usually the cause
+            if s.asan:
+                return Failure("CRASH", case, asan_report(s.asan, self.ex.binary, self.ex.source,
+                                                          f"{label}: rank {s.rank}: {s.text}"))
             lines = [f"{label}: rank {s.rank}: {s.text}"]
             frames = short_backtrace(s.backtrace, self.ex.binary, self.ex.source)
             if frames:
                 lines.append("in " + " <- ".join(frames[:4]))
-            return Failure("CRASH", case, lines)
+            glibc = heap_damage(s, res.output)
+            if glibc is not None:
+                lines.append(f"glibc: {glibc or 'its allocator aborted'}: the heap was damaged "
+                             f"earlier, by a write outside a malloc'd block (or a double free)")
+            return Failure("CRASH", case, lines, memory_damage=glibc is not None)
         hang = [s for s in mine if s.kind == "HANG"]
         if hang:
             return self.deadlock(case, hang, (case and case.test.watchdog) or self.watchdog)
+        asan = asan_in_output(res.output)
+        if asan:  # before libxt could write a status file
+            return Failure("CRASH", case, asan_report(asan, self.ex.binary, self.ex.source,
+                                                      f"{label}: AddressSanitizer"))
         if res.timed_out:
             return Failure("TIMEOUT", case, [f"{label}: the run did not finish within "
                                              f"{res.seconds:.0f} s and no rank reported why"])
@@ -607,6 +629,144 @@ class Runner:
             lines.append("strict send mode: MPI_Send returns only once the matching receive is "
                          "posted, so sends that wait on each other in a cycle never return")
         return Failure("DEADLOCK" if in_mpi else "TIMEOUT", case, lines)
+
+
+# libxt's notes on a block's guard zones or freed data (common/mem.c).
+ZONE_NOTE = re.compile(r"wrote (past the end|before the start|to the \d+-byte) ")
+
+# What glibc prints before it aborts on a damaged heap.
+GLIBC_HEAP = re.compile(r"((?:free|malloc|realloc|calloc|munmap_chunk|malloc_consolidate|"
+                        r"_int_free|_int_malloc|tcache_thread_shutdown)\(\): [^\n*]*|"
+                        r"double free or corruption[^\n*]*|corrupted size vs\. prev_size[^\n*]*|"
+                        r"corrupted double-linked list[^\n*]*)")
+LIBC_ALLOCATOR = re.compile(r"libc\.so[^(]*\((malloc|free|calloc|realloc|cfree|posix_memalign|"
+                            r"aligned_alloc|__libc_\w+)\+")
+
+
+def heap_damage(crash, output):
+    """For a SIGABRT raised by glibc's allocator finding its heap damaged: glibc's message
+    ("free(): invalid next size (fast)"), or "" when it left none; otherwise None."""
+    if "SIGABRT" not in crash.text:
+        return None
+    m = GLIBC_HEAP.search(output)
+    if m:
+        return m.group(1).strip().rstrip(":")
+    if any(LIBC_ALLOCATOR.search(line) for line in crash.backtrace):
+        return ""
+    return None
+
+
+def asan_in_output(output):
+    """An AddressSanitizer report in a launch's output (one that no status file holds)."""
+    lines = output.splitlines()
+    start = next((i for i, ln in enumerate(lines) if "ERROR: AddressSanitizer" in ln), None)
+    if start is None:
+        return []
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("SUMMARY:")),
+               len(lines))
+    return lines[start:end]
+
+
+def asan_frames(lines, binary):
+    """[(function, file:line)] of each #N line of one stack in an AddressSanitizer report,
+    paths relative to the tree; a frame it could not symbolize, from binary, by addr2line."""
+    root = os.getcwd() + os.sep
+    frames = []
+    for line in lines:
+        m = re.match(r"\s*#\d+ 0x[0-9a-f]+ in (\S+) (\S+?):(\d+)(?::\d+)?$", line)
+        if m:
+            path = m.group(2)
+            path = path[len(root):] if path.startswith(root) else path
+            frames.append((m.group(1), f"{path}:{m.group(3)}"))
+            continue
+        m = re.match(r"\s*#\d+ 0x[0-9a-f]+\s+(?:in \S+ )?\((\S+)\+(0x[0-9a-f]+)\)", line)
+        if m and os.path.basename(m.group(1)) == os.path.basename(binary):
+            frames += where_in_source(binary, "", m.group(2))
+    return frames
+
+
+def a_or_an(n):
+    """The article before a number read aloud: "an 8-byte", "an 11-byte", "a 3-byte"."""
+    digits = str(n)
+    return "an" if digits.startswith("8") or re.fullmatch(r"1[18](\d{3})*", digits) else "a"
+
+
+def asan_report(report, binary, source, headline):
+    """The CRASH lines for AddressSanitizer's report: what (the headline, with where the
+    address lies), the lines that did it (the exercise's first), and where the memory was
+    allocated (and freed)."""
+    stacks, cur, about = {}, None, []
+    for line in report:
+        if re.match(r"\s*#\d+ ", line):
+            if cur is not None:
+                stacks.setdefault(cur, []).append(line)
+            continue
+        text = line.strip()
+        if re.match(r"(READ|WRITE) of size", text) or "ERROR: AddressSanitizer" in text:
+            cur = "access"
+        elif re.search(r"(previously )?allocated by thread", text):
+            cur = "allocated"
+        elif "freed by thread" in text:
+            cur = "freed"
+        elif re.search(r"is located in stack of thread", text):
+            cur = "frame"
+        else:
+            cur = None
+            if text:
+                about.append(text)
+
+    def mine(frames):
+        own = [f for f in frames if f[1].startswith(source + ":")]
+        project = [f for f in frames if not f[1].startswith(("/", "..")) and
+                   os.path.isfile(f[1].rsplit(":", 1)[0])]
+        return own, project
+
+    def site(frames):
+        own, project = mine(frames)
+        # The allocators' own frames (xt_malloc_at, xt_alloc_at) say nothing: their caller does.
+        project = [f for f in project if not f[1].startswith(("common/core_err.c:",
+                                                              "common/mem.c:"))]
+        f = (own or project or [None])[0]
+        return f"{f[0]}() at {f[1]}" if f else ""
+
+    lines = [headline]
+    # libxt names the memory when it is its own (an xt_alloc block, a case's input or
+    # output): "a WRITE of size 4 past the end of ..."; otherwise ASan's words say where.
+    libxt_named = re.search(r"AddressSanitizer: (a READ|a WRITE|an access) ", headline)
+    if not libxt_named and re.search(r", an? (READ|WRITE) of size", headline):
+        for text in about:
+            m = re.search(r"is located (\d+) bytes to the (left|right) of (\d+)-byte region", text)
+            if m:
+                side = "before the start" if m.group(2) == "left" else "past the end"
+                lines[0] += (f", {m.group(1)} bytes {side} of {a_or_an(m.group(3))} "
+                             f"{m.group(3)}-byte block")
+                break
+            m = re.search(r"is located (\d+) bytes inside of (\d+)-byte region", text)
+            if m:
+                lines[0] += f", byte {m.group(1)} of {a_or_an(m.group(2))} {m.group(2)}-byte block"
+                break
+            m = re.search(r"\[(\d+), (\d+)\) '(\w+)'(?: \(line (\d+)\))? <== Memory access at "
+                          r"offset \d+ (\w+)", text)
+            if m:
+                side = {"overflows": "past the end of", "underflows": "before the start of"}
+                declared = f" (declared at line {m.group(4)})" if m.group(4) else ""
+                lines[0] += (f", {side.get(m.group(5), 'at')} the {int(m.group(2)) - int(m.group(1))}"
+                             f"-byte local variable '{m.group(3)}'{declared}")
+                break
+            m = re.search(r"of global variable '(\w+)' defined in '([^']+)'", text)
+            if m:
+                lines[0] += f", next to the global '{m.group(1)}' ({m.group(2)})"
+                break
+    own, project = mine(asan_frames(stacks.get("access", []), binary))
+    chain = project[:project.index(own[-1]) + 1] if own else project[:2]
+    if chain:
+        lines.append("in " + " <- ".join(f"{f}() at {w}" for f, w in chain[-4:]))
+    if not libxt_named:
+        for what in ("allocated", "freed"):
+            where = site(asan_frames(stacks.get(what, []), binary))
+            if where:
+                lines.append(f"the block was {what} in {where}")
+    return lines
 
 
 def world_hint(group):
@@ -675,18 +835,19 @@ def forbidden_calls(obj, extra=()):
     return msgs
 
 
-def build(binaries, jobs=2):
-    """Builds binaries with make; returns {binary: compiler output} for failures."""
+def build(binaries, jobs=2, san=False):
+    """Builds binaries with make (san: with AddressSanitizer, binaries under build/san/);
+    returns {binary: compiler output} for failures."""
     failed = {}
     if not binaries:
         return failed
-    cmd = ["make", "-s", "--no-print-directory", "-k", f"-j{jobs}"] + list(binaries)
+    make = ["make", "-s", "--no-print-directory"] + (["SAN=1"] if san else [])
+    cmd = make + ["-k", f"-j{jobs}"] + list(binaries)
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode == 0:
         return failed
     for b in binaries:
-        one = subprocess.run(["make", "-s", "--no-print-directory", b], capture_output=True,
-                             text=True)
+        one = subprocess.run(make + [b], capture_output=True, text=True)
         if one.returncode != 0:
             failed[b] = (one.stdout + one.stderr).strip()
     if not failed:  # e.g. libxt itself
