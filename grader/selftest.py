@@ -245,17 +245,18 @@ def test_heap_damage(s):
     exe = os.path.join(TESTS_BIN, "test_crash")
     d = fresh("crash_heap")
     r = mpirun(2, [exe, "--mode", "heap", "--out", d])
-    runner = harness.Runner(harness.Exercise("lc1_basic", "test_crash",
-                                             "common/tests/test_crash.c", exe, []), 1, d)
+    lec = lectures.names()[0]
+    runner = harness.Runner(harness.Exercise(lec, "test_crash", "common/tests/test_crash.c", exe,
+                                             []), 1, d)
     fail = runner.classify_death(r, harness.read_status(d, 2), None, None, 2)
     args = argparse.Namespace(tree=None, sol=False, san=False)
-    lines = fail.lines + ([grade.memory_advice(args, "lc1_basic", "fun_ring_allreduce", 1234)]
+    lines = fail.lines + ([grade.memory_advice(args, lec, "ex", 1234)]
                           if fail.memory_damage else [])
     ok = (fail.kind == "CRASH" and "rank 1: signal 6 SIGABRT" in lines[0]
           and any(re.match(r"glibc: double free or corruption \(out\): the heap was damaged "
                            r"earlier", ln) for ln in lines)
-          and lines[-1] == "AddressSanitizer stops at the line that did it: make grade LC=1 "
-                           "EX=fun_ring_allreduce SEED=1234 SAN=1")
+          and lines[-1] == "AddressSanitizer stops at the line that did it: make grade "
+                           f"LC={lectures.number(lec)} EX=ex SEED=1234 SAN=1")
     s.record("crash: glibc aborting on a damaged heap is quoted, with the SAN=1 command that "
              "finds the write", ok, lines + tail(r.output, 8))
 
