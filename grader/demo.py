@@ -55,7 +55,8 @@ def main():
     print(f"$ {''.join(f'{k}={v} ' for k, v in san.items())}{launch.shell_line(cmd)}", flush=True)
     if args.san:
         # Each rank's report to a file of its own: ranks printing at once interleave lines.
-        reports = os.path.join("build", "san", "demo", os.path.splitext(os.path.basename(source))[0])
+        name = os.path.splitext(os.path.basename(source))[0]
+        reports = os.path.join("build", "san", "demo", name)
         os.makedirs(reports, exist_ok=True)
         for old in glob.glob(os.path.join(reports, "asan.*")):
             os.remove(old)

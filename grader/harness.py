@@ -749,9 +749,10 @@ def asan_report(report, binary, source, headline):
                           r"offset \d+ (\w+)", text)
             if m:
                 side = {"overflows": "past the end of", "underflows": "before the start of"}
+                size = int(m.group(2)) - int(m.group(1))
                 declared = f" (declared at line {m.group(4)})" if m.group(4) else ""
-                lines[0] += (f", {side.get(m.group(5), 'at')} the {int(m.group(2)) - int(m.group(1))}"
-                             f"-byte local variable '{m.group(3)}'{declared}")
+                lines[0] += (f", {side.get(m.group(5), 'at')} the {size}-byte local variable "
+                             f"'{m.group(3)}'{declared}")
                 break
             m = re.search(r"of global variable '(\w+)' defined in '([^']+)'", text)
             if m:
