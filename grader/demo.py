@@ -52,7 +52,6 @@ def main():
     extra = shlex.split(args.args) + (["--trace=1"] if args.trace else [])
     cmd = launch.mpirun_command(args.np, [binary] + extra)
     san = launch.san_env() if args.san else {}
-    print(f"$ {''.join(f'{k}={v} ' for k, v in san.items())}{launch.shell_line(cmd)}", flush=True)
     if args.san:
         # Each rank's report to a file of its own: ranks printing at once interleave lines.
         name = os.path.splitext(os.path.basename(source))[0]
@@ -60,7 +59,8 @@ def main():
         os.makedirs(reports, exist_ok=True)
         for old in glob.glob(os.path.join(reports, "asan.*")):
             os.remove(old)
-        san["ASAN_OPTIONS"] += ":log_path=" + os.path.abspath(os.path.join(reports, "asan"))
+        san["ASAN_OPTIONS"] += ":log_path=" + os.path.join(reports, "asan")
+    print(f"$ {''.join(f'{k}={v} ' for k, v in san.items())}{launch.shell_line(cmd)}", flush=True)
     launch.install_signal_handlers()
     banner = BannerFilter()
     res = launch.run(cmd, timeout=300, env=launch.mpi_env(san), on_line=banner.line)
