@@ -26,6 +26,15 @@ ifneq ($(findstring mpich,$(shell $(MPICC) -show 2>/dev/null)),)
 XT_CFLAGS  += -Wno-stringop-overflow
 endif
 XT_LDFLAGS := -rdynamic
+# SAN=1: the same programs built with AddressSanitizer, into a tree of their
+# own (build/san/), so that neither build undoes the other and both stay
+# incremental. make grade SAN=1 and make demo SAN=1 run them (docs/debugging.md).
+ifeq ($(SAN),1)
+BUILD      := build/san
+SAN_FLAGS  := -fsanitize=address -fno-omit-frame-pointer -g
+XT_CFLAGS  += $(SAN_FLAGS)
+XT_LDFLAGS += $(SAN_FLAGS)
+endif
 # OpenBLAS (libopenblas-dev) for xt_gemm; cblas.h comes with it.
 LDLIBS  := -lopenblas -lpthread -lm
 
@@ -182,7 +191,7 @@ ARGS_LC     = $(if $(LC),--lc $(LC))
 ARGS_GRADE  = $(ARGS_LC) $(if $(filter 1,$(SOL)),--sol) $(if $(EX),--ex $(EX)) \
               $(if $(SEED),--seed $(SEED)) $(if $(CASE),--case $(CASE)) $(if $(JSON),--json $(JSON)) \
               $(if $(DEVICE),--device $(DEVICE)) $(if $(WATCHDOG),--watchdog $(WATCHDOG)) \
-              $(if $(filter 1,$(VERBOSE)),--verbose)
+              $(if $(filter 1,$(VERBOSE)),--verbose) $(if $(filter 1,$(SAN)),--san)
 
 grade:
 	@py=$$(grader/setup.sh) && "$$py" grader/grade.py $(ARGS_GRADE)
@@ -202,7 +211,7 @@ deps:
 demo:
 	@py=$$(grader/setup.sh) && "$$py" grader/demo.py $(if $(EX),--ex $(EX)) $(if $(NP),--np $(NP)) \
 		$(if $(filter 0,$(SOL)),--student) $(if $(ARGS),--args="$(ARGS)") \
-		$(if $(filter 1,$(TRACE)),--trace)
+		$(if $(filter 1,$(TRACE)),--trace) $(if $(filter 1,$(SAN)),--san)
 
 bench:
 	@py=$$(grader/setup.sh) && "$$py" grader/bench.py $(ARGS_LC) $(if $(NP),--np $(NP)) \
@@ -229,12 +238,14 @@ help:
 	@echo "make grade LC=1          grade lecture 1's student tree (SOL=1: the solutions;"
 	@echo "                         EX=name: one exercise; SEED=n: the same inputs again;"
 	@echo "                         CASE=i: only case i of that, as the report numbers it;"
-	@echo "                         VERBOSE=1: every failing case; JSON=file: every case)"
+	@echo "                         VERBOSE=1: every failing case; JSON=file: every case;"
+	@echo "                         SAN=1: with AddressSanitizer, see docs/debugging.md)"
 	@echo "make debug EX=name       the first failing case of the last grade again, rank 0"
 	@echo "                         waiting for gdb (CASE=i, RANK=r, SOL=1: others)"
 	@echo "make test                the project's tests: libxt, stubs, solutions, mutants"
 	@echo "make demo EX=name NP=4   run a solution in lecture mode (SOL=0: your own;"
-	@echo "                         TRACE=1: a timeline for https://ui.perfetto.dev)"
+	@echo "                         TRACE=1: a timeline for https://ui.perfetto.dev;"
+	@echo "                         SAN=1: with AddressSanitizer)"
 	@echo "make bench LC=N          lecture N's benchmark, beside formulas or the MPI library"
 	@echo "                         (LC=all: every lecture that has one; no LC: the first;"
 	@echo "                         ARGS=--help: the options; SOL=0: your own files)"

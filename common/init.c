@@ -88,6 +88,7 @@ void xt_init(int *argc, char ***argv)
         xti.out_dir = NULL;
     open_status_file();
     xti_crash_catch_signals();
+    xti_crash_catch_asan(xti_case_describe);
 
     const char *env_strict = getenv("XT_STRICT");
     int strict = !(xt_arg_flag("no-strict") || (env_strict && strcmp(env_strict, "0") == 0));

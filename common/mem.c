@@ -25,6 +25,10 @@
  * quarantine: a block stops counting at its xt_free. Benchmarks
  * (xt_steady_allocator) keep the zones but neither poison nor quarantine:
  * they time the algorithm, not the checks, and the grader has caught the bugs.
+ *
+ * Built with AddressSanitizer (make SAN=1), the zones and the freed data are
+ * also poisoned for it: the first access to them stops the rank at the line
+ * that made it, and xti_mem_describe names the block for the report.
  */
 #include "xt_internal.h"
 
@@ -36,6 +40,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef XT_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#define NO_ASAN        __attribute__((no_sanitize_address))
+#else
+#define POISON(p, n)   ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#define NO_ASAN
+#endif
 
 #define MAGIC       0x78746d656dUL   /* "xtmem": a live block */
 #define MAGIC_FREED 0x78746672656dUL /* "xtfrem": freed, still held by libxt */
@@ -89,6 +104,13 @@ static unsigned char *data_of(header *h)
 static header *header_of(const void *p)
 {
     return (header *)((uintptr_t)p - ZONE - HEAD);
+}
+
+/* The magic word in front of p, read past AddressSanitizer: p may be no block of libxt's (a
+ * pointer from malloc), and then libxt's own message says so. */
+NO_ASAN static unsigned long magic_of(const void *p)
+{
+    return header_of(p)->magic;
 }
 
 /*
@@ -168,8 +190,34 @@ static size_t changed(const unsigned char *p, size_t n, unsigned char byte, size
 
 static void fill_zones(header *h)
 {
+    UNPOISON(data_of(h) - ZONE, ZONE);
+    UNPOISON(data_of(h) + h->bytes, ZONE);
     memset(data_of(h) - ZONE, ZONE_BYTE, ZONE);
     memset(data_of(h) + h->bytes, ZONE_BYTE, ZONE);
+    POISON(data_of(h) - ZONE, ZONE);
+    POISON(data_of(h) + h->bytes, ZONE);
+}
+
+/* Under AddressSanitizer, what libxt itself reads and writes of a block: zones, and the data
+ * once freed. */
+static void unpoison_guarded(header *h)
+{
+    UNPOISON(data_of(h) - ZONE, h->magic == MAGIC_FREED ? ZONE + h->bytes + ZONE : ZONE);
+    UNPOISON(data_of(h) + h->bytes, ZONE);
+}
+
+static void poison_guarded(header *h)
+{
+    POISON(data_of(h) - ZONE, h->magic == MAGIC_FREED ? ZONE + h->bytes + ZONE : ZONE);
+    POISON(data_of(h) + h->bytes, ZONE);
+}
+
+/* Back to malloc: the whole block unpoisoned, as malloc gave it. */
+static void release(header *h)
+{
+    h->magic = 0;
+    UNPOISON(h, HEAD + ZONE + h->bytes + ZONE);
+    free(h);
 }
 
 /* "2 bytes changed in bytes 1062..1063", offsets from the start of the data. */
@@ -189,6 +237,7 @@ static int check_block(header *h, const char *found, const char *file, int line)
 {
     const char *kind = kind_names[h->kind];
     size_t first = 0, last = 0, n;
+    unpoison_guarded(h);
     char what[96], freed[256] = "";
     if (h->magic == MAGIC_FREED)
         snprintf(freed, sizeof freed, " after it was freed at %s:%d", shown(h->free_file),
@@ -214,6 +263,7 @@ static int check_block(header *h, const char *found, const char *file, int line)
                kind, shown(h->file), h->line, freed, what, found);
         bad = 1;
     }
+    poison_guarded(h);
     return bad;
 }
 
@@ -260,8 +310,7 @@ static void release_oldest(void)
     q_bytes -= h->bytes;
     if (check_block(h, "", h->free_file, h->free_line))
         return; /* written where it should not have been: never handed back to malloc */
-    h->magic = 0;
-    free(h);
+    release(h);
 }
 
 void xt_free_at(void *p, const char *file, int line)
@@ -269,12 +318,12 @@ void xt_free_at(void *p, const char *file, int line)
     if (!p)
         return;
     header *h = header_of(p);
-    if (h->magic == MAGIC_FREED)
+    if (magic_of(p) == MAGIC_FREED)
         xt_die_at(file, line,
                   "xt_free: the %zu-byte %s block allocated at %s:%d was freed already, at %s:%d",
                   h->bytes, kind_names[h->kind], shown(h->file), h->line, shown(h->free_file),
                   h->free_line);
-    if (h->magic != MAGIC)
+    if (magic_of(p) != MAGIC)
         xt_die_at(file, line,
                   "xt_free: %p was not allocated by xt_alloc (or was freed already); free it "
                   "the way it was allocated",
@@ -295,14 +344,14 @@ void xt_free_at(void *p, const char *file, int line)
     snprintf(found, sizeof found, " (found at its xt_free at %s:%d)", shown(file), line);
     int damaged = check_block(h, found, file, line);
     if (!poison && !damaged) {
-        h->magic = 0;
-        free(h);
+        release(h);
         return;
     }
     h->magic = MAGIC_FREED;
     h->free_file = file;
     h->free_line = line;
     memset(p, POISON_BYTE, h->bytes);
+    POISON(p, h->bytes);
     if (damaged)
         return; /* the heap around it may be damaged too: never handed back to malloc */
     if (q_tail)
@@ -316,15 +365,46 @@ void xt_free_at(void *p, const char *file, int line)
         release_oldest();
 }
 
+/* Where addr lies in block h, or 0 if outside it. */
+static int describe_in(const header *h, uintptr_t addr, char *out, size_t cap)
+{
+    uintptr_t data = (uintptr_t)h + HEAD + ZONE;
+    if (addr < data - ZONE || addr >= data + h->bytes + ZONE)
+        return 0;
+    long at = addr < data ? -(long)(data - addr) : (long)(addr - data);
+    const char *where = addr < data               ? "before the start of"
+                        : addr >= data + h->bytes ? "past the end of"
+                                                  : "in";
+    char freed[256] = "";
+    if (h->magic == MAGIC_FREED)
+        snprintf(freed, sizeof freed, " after it was freed at %s:%d", shown(h->free_file),
+                 h->free_line);
+    snprintf(out, cap, "%s the %zu-byte %s block allocated at %s:%d%s (byte %ld)", where, h->bytes,
+             kind_names[h->kind], shown(h->file), h->line, freed, at);
+    return 1;
+}
+
+int xti_mem_describe(const void *addr, char *out, size_t cap)
+{
+    uintptr_t a = (uintptr_t)addr;
+    for (const header *h = live; h; h = h->next)
+        if (describe_in(h, a, out, cap))
+            return 1;
+    for (const header *h = q_head; h; h = h->next)
+        if (describe_in(h, a, out, cap))
+            return 1;
+    return 0;
+}
+
 size_t xt_alloc_size(const void *p)
 {
     if (!p)
         return 0;
     const header *h = header_of(p);
-    XT_CHECK(h->magic != MAGIC_FREED,
+    XT_CHECK(magic_of(p) != MAGIC_FREED,
              "xt_alloc_size: the %zu-byte %s block allocated at %s:%d was freed at %s:%d", h->bytes,
              kind_names[h->kind], shown(h->file), h->line, shown(h->free_file), h->free_line);
-    XT_CHECK(h->magic == MAGIC, "xt_alloc_size: %p was not allocated by xt_alloc", p);
+    XT_CHECK(magic_of(p) == MAGIC, "xt_alloc_size: %p was not allocated by xt_alloc", p);
     return h->bytes;
 }
 

@@ -42,6 +42,15 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+/* XT_ASAN: built with AddressSanitizer (make SAN=1); gcc and clang say so differently. */
+#if defined(__SANITIZE_ADDRESS__)
+#define XT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define XT_ASAN 1
+#endif
+#endif
+
 /* Exit codes a rank leaves with when libxt ends the run itself. */
 enum {
     XT_EXIT_ERROR = 3,     /* xt_die, an MPI error, a bad file */
@@ -303,6 +312,9 @@ void xti_mem_pause(int on);
  * else the run ends), then hands the freed blocks back to malloc: at the end of each case,
  * and of the run. */
 void xti_mem_check(void);
+/* Where addr lies in an xt_alloc block, live or freed and still held back ("past the end of the
+ * 40-byte grads block allocated at F:L (byte 44)"), into out; 0 if in none. */
+int xti_mem_describe(const void *addr, char *out, size_t cap);
 
 /* trace.c */
 /* The XT_TRACE timeline. */
@@ -338,6 +350,9 @@ void xti_watchdog_stop(void);
 /* crash.c */
 void xti_crash_catch_mpi_errors(void); /* libxt's error handler on MPI_COMM_WORLD and SELF */
 void xti_crash_catch_signals(void);    /* fatal signals, and exit() before MPI_Finalize */
+/* Under XT_ASAN: AddressSanitizer's report goes to the status file too, the block it found
+ * named by `describe` (case.c's xti_case_describe); otherwise nothing. */
+void xti_crash_catch_asan(int (*describe)(const void *addr, char *out, size_t cap));
 
 /* debugger.c */
 /* With --debug-rank equal to this rank: print the PID and the gdb command, and sleep until
@@ -380,6 +395,9 @@ const char *xti_cases_path(void);    /* NULL outside case mode */
 const char *xti_case_param(const xt_case *c, const char *key); /* NULL if absent */
 /* Notes overwritten guard bytes and modified const inputs, then frees the buffers. */
 void xti_case_check_buffers(xt_case *c);
+/* xti_mem_describe, and first the guard bytes of the running case's inputs and outputs
+ * ("past the end of 'recv' (4 x float32): element [5] (byte 4 after the end)"). */
+int xti_case_describe(const void *addr, char *out, size_t cap);
 
 /* ----------------------------------------------------------------- layer 6 */
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""make demo EX=fun_ring_allreduce NP=4 [SOL=0] [ARGS="--count 5"] [TRACE=1]
+"""make demo EX=fun_ring_allreduce NP=4 [SOL=0] [ARGS="--count 5"] [TRACE=1] [SAN=1]
 
 Builds one exercise and runs it in lecture mode: a small readable input, and
 every rank's before and after, printed in rank order. The solution by
 default; SOL=0 runs the student's own file. TRACE=1 also writes the run's
 timeline (build/trace/<exercise>.trace.json, for https://ui.perfetto.dev).
+SAN=1 builds and runs it with AddressSanitizer (docs/debugging.md).
 """
 
 import argparse
@@ -31,6 +32,7 @@ def main():
     ap.add_argument("--student", action="store_true", help="run the student's file")
     ap.add_argument("--args", default="", help="extra program options, e.g. '--count 5'")
     ap.add_argument("--trace", action="store_true", help="write a timeline trace of the run")
+    ap.add_argument("--san", action="store_true", help="build and run with AddressSanitizer")
     args = ap.parse_args()
     os.chdir(os.path.dirname(HERE))
 
@@ -44,16 +46,26 @@ def main():
               f"(EX=name); there are:\n  " + "\n  ".join(names), file=sys.stderr)
         return 2
     source = os.path.normpath(found[0])
-    binary = os.path.join("build", os.path.splitext(source)[0])
-    build = subprocess.run(["make", "-s", "--no-print-directory", binary])
+    binary = os.path.join("build", "san" if args.san else "", os.path.splitext(source)[0])
+    build = subprocess.run(["make", "-s", "--no-print-directory"] + (["SAN=1"] if args.san else [])
+                           + [binary])
     if build.returncode != 0:
         return build.returncode
     extra = shlex.split(args.args) + (["--trace=1"] if args.trace else [])
     cmd = launch.mpirun_command(args.np, [binary] + extra)
-    print(f"$ {launch.shell_line(cmd)}", flush=True)
+    san = launch.san_env() if args.san else {}
+    if args.san:
+        # Each rank's report to a file of its own: ranks printing at once interleave lines.
+        name = os.path.splitext(os.path.basename(source))[0]
+        reports = os.path.join("build", "san", "demo", name)
+        os.makedirs(reports, exist_ok=True)
+        for old in glob.glob(os.path.join(reports, "asan.*")):
+            os.remove(old)
+        san["ASAN_OPTIONS"] += ":log_path=" + os.path.join(reports, "asan")
+    print(f"$ {''.join(f'{k}={v} ' for k, v in san.items())}{launch.shell_line(cmd)}", flush=True)
     launch.install_signal_handlers()
     banner = BannerFilter()
-    res = launch.run(cmd, timeout=300, env=launch.mpi_env(), on_line=banner.line)
+    res = launch.run(cmd, timeout=300, env=launch.mpi_env(san), on_line=banner.line)
     if banner.blocked:
         # The same explanation as a graded deadlock's, in rank order.
         lines, _ = harness.blocked_explanation(sorted(banner.blocked), in_a_case=False)
@@ -62,7 +74,27 @@ def main():
             print(textwrap.fill(ln, 78, subsequent_indent="    "), flush=True)
     if res.timed_out:
         print("demo: stopped after 300 s", file=sys.stderr)
+    if args.san:
+        asan_summary(reports, binary, source)
     return res.returncode
+
+
+def asan_summary(reports, binary, source):
+    """Where the first of AddressSanitizer's reports happened (libxt has printed what, as
+    a rank's CRASH line), and where they all are."""
+    found = sorted(glob.glob(os.path.join(reports, "asan.*")), key=os.path.getmtime)
+    if not found:
+        return
+    import harness  # NumPy, which the demo itself does not need
+    texts = {path: open(path, errors="replace").read() for path in found}
+    # A rank that the end of the run killed mid-report left only its first lines.
+    whole = [path for path in found if "SUMMARY: AddressSanitizer" in texts[path]] or found
+    lines = harness.asan_report(texts[whole[0]].splitlines(), binary, source, "")[1:]
+    print("demo: AddressSanitizer stopped " +
+          ("a rank" if len(found) == 1 else f"{len(found)} ranks") + "; the first report:")
+    for line in lines:
+        print(f"  {line}")
+    print(f"  (every report: {' '.join(found)})", flush=True)
 
 
 class BannerFilter:

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Grades a lecture: builds its programs, runs their cases, prints the report.
 
-    make grade LC=1 [SOL=1] [EX=substring] [SEED=n] [CASE=i] [JSON=file] [VERBOSE=1]
+    make grade LC=1 [SOL=1] [EX=substring] [SEED=n] [CASE=i] [JSON=file] [VERBOSE=1] [SAN=1]
 
 is  python3 grader/grade.py --lc 1 [--sol] [--ex ...] [--seed n] [--case i] [--json file]
-    [--verbose].
+    [--verbose] [--san].
 Exit status: 0 only with full marks; 1 otherwise; 2 for a usage error.
 """
 
@@ -123,15 +123,23 @@ def case_json(o):
             "verdict": o.verdict, "reason": o.reason}
 
 
-def rerun_command(args, lecture, exercise, seed):
-    case = "" if args.case is None else f" --case {args.case}"
+def rerun_command(args, lecture, exercise, seed, san=None):
+    san = args.san if san is None else san
     if args.tree and not args.sol:
+        case = "" if args.case is None else f" --case {args.case}"
         return (f"python3 grader/grade.py --lc {lecture} --tree {args.tree} --ex {exercise} "
-                f"--seed {seed}{case}")
+                f"--seed {seed}{case}" + (" --san" if san else ""))
     num = lecture.split("_")[0][2:]
     sol = " SOL=1" if args.sol else ""
     case = "" if args.case is None else f" CASE={args.case}"
-    return f"make grade LC={num} EX={exercise} SEED={seed}{case}{sol}"
+    return f"make grade LC={num} EX={exercise} SEED={seed}{case}{sol}" + (" SAN=1" if san else "")
+
+
+def memory_advice(args, lecture, exercise, seed):
+    """Under a report of memory damaged out of sight (a guard zone, glibc's heap): the
+    command that stops at the line that did it."""
+    return ("AddressSanitizer stops at the line that did it: "
+            + rerun_command(args, lecture, exercise, seed, san=True))
 
 
 def debug_command(args, lecture, exercise):
@@ -194,6 +202,8 @@ def main():
     ap.add_argument("--watchdog", type=float, default=10.0,
                     help="seconds a case may run before it counts as hung (default 10)")
     ap.add_argument("--max-np", type=int, default=8, help="largest world size to grade at")
+    ap.add_argument("--san", action="store_true",
+                    help="build and run with AddressSanitizer, under build/san/ (make grade SAN=1)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--list", action="store_true", help="list the lectures (make lectures)")
     args = ap.parse_args()
@@ -273,11 +283,13 @@ def main():
         nps = sorted({c.np for t in tests for c in numbered[t.name] if c.np <= args.max_np})
         where = "solutions/" if args.sol else (args.tree or "student tree")
         alone = f"   case {args.case} alone" if args.case is not None else ""
+        san = "   AddressSanitizer" if args.san else ""
         report.line(f"{lec}   seed {seed}   np {','.join(map(str, nps))}   {version}   "
-                    f"{where}{alone}")
+                    f"{where}{alone}{san}")
         ext = ".cu" if args.device == "cuda" else ".c"
         sources = {ex: os.path.normpath(os.path.join(tree, lec, ex + ext)) for ex in exercises}
-        binaries = {ex: os.path.join("build", os.path.splitext(src)[0])
+        build_dir = os.path.join("build", "san") if args.san else "build"
+        binaries = {ex: os.path.join(build_dir, os.path.splitext(src)[0])
                     for ex, src in sources.items()}
 
         lec_results = []
@@ -289,7 +301,7 @@ def main():
         else:
             missing_src = [ex for ex in exercises if not os.path.exists(sources[ex])]
             failed = harness.build([binaries[ex] for ex in exercises
-                                    if ex not in missing_src])
+                                    if ex not in missing_src], san=args.san)
             for ex in exercises:
                 ex_tests = [t for t in tests if t.exercise == ex]
                 rerun = rerun_command(args, lec, ex, seed)
@@ -314,11 +326,14 @@ def main():
                         runner = harness.Runner(
                             harness.Exercise(lec, ex, sources[ex], binaries[ex], every[ex]),
                             seed, work_dir(tag, lec, ex), watchdog=args.watchdog,
-                            max_np=args.max_np, only=args.case, verbose=args.verbose)
+                            max_np=args.max_np, only=args.case, verbose=args.verbose,
+                            san=args.san)
                         results = runner.run(ex_tests)
                         slowest_start = max(slowest_start, runner.start_seconds)
                 case_results.extend(results)
                 for r in results:
+                    if r.memory_damage and not args.san:
+                        r.lines.append(memory_advice(args, lec, ex, seed))
                     lec_results.append((ex, r))
                     report.result(ex, r, rerun, show_dir=r.verdict not in ("TODO", "BUILD"),
                                   debug=debug, scored=args.case is None)

@@ -136,6 +136,7 @@ class StatusLine:
     text: str
     us: int = 0  # when, in wall-clock microseconds
     backtrace: List[str] = dataclasses.field(default_factory=list)
+    asan: List[str] = dataclasses.field(default_factory=list)  # AddressSanitizer's report
 
 
 def read_status(launch_dir, world):
@@ -156,9 +157,9 @@ def read_status(launch_dir, world):
                 else:
                     bt.append(line)
                 continue
-            if line == "BACKTRACE":
+            if line in ("BACKTRACE", "ASAN"):
                 if out:
-                    bt = out[-1].backtrace
+                    bt = out[-1].backtrace if line == "BACKTRACE" else out[-1].asan
                 else:
                     bt = []
                 continue
@@ -195,6 +196,9 @@ class CaseOutcome:
     reason: str = ""  # the failure's headline
     cdir: str = ""  # the case's directory (its outputs, records and printed lines)
     group: Optional[int] = None  # the group that failed, when known
+    # Memory damaged out of sight (a libxt guard zone, glibc's heap): the line that did it is
+    # AddressSanitizer's to find, and the report says how (grade.py, make grade SAN=1).
+    memory_damage: bool = False
 
 
 @dataclasses.dataclass
@@ -208,6 +212,7 @@ class TestResult:
     launch_dir: str = ""
     case: Optional[spec.Case] = None  # the case the verdict comes from, if one
     cases: List[CaseOutcome] = dataclasses.field(default_factory=list)
+    memory_damage: bool = False  # see Failure
 
     @property
     def points(self):
@@ -412,7 +417,7 @@ class Runner:
     exercise's grade uses; with debug, that case under a debugger."""
 
     def __init__(self, exercise, seed, work_dir, watchdog=10.0, max_np=8, only=None,
-                 debug=None, verbose=False):
+                 debug=None, verbose=False, san=False):
         self.ex = exercise
         self.seed = seed
         self.work_dir = work_dir
@@ -424,6 +429,8 @@ class Runner:
         self.numbered = numbered_cases(exercise.tests, seed)
         self.verbose = verbose  # list every failing case under the first
         self.checked_group = None  # the group check_case looked at last
+        self.san = san  # built with AddressSanitizer: its settings in every launch
+        self.last_launch_dir = ""  # where the latest launch's cases are
 
     def cases_of(self, test):
         return [c for c in self.numbered[test.name]
@@ -506,16 +513,20 @@ class Runner:
             argv += ["--watchdog", "0", "--debug-rank", str(self.debug.rank)]
             argv += ["--debug-break", self.debug.breakpoint] if self.debug.breakpoint else []
         cmd = launch.mpirun_command(world, argv)
+        extra = launch.san_env() if self.san else {}
         with open(os.path.join(launch_dir, "run.sh"), "w") as f:
+            env = "".join(f"{k}={v} " for k, v in extra.items())
             f.write("#!/bin/sh\n# Runs these cases again, as the grader did.\n"
-                    f"cd {os.getcwd()} && {launch.shell_line(cmd)}\n")
+                    f"cd {os.getcwd()} && {env}{launch.shell_line(cmd)}\n")
         output = os.path.join(launch_dir, "output.txt")
+        self.last_launch_dir = launch_dir
         if self.debug:
-            res = debug_run(cmd, output, self.debug.show)
+            res = debug_run(cmd, output, self.debug.show, launch.mpi_env(extra))
         else:
             max_wd = max(((t.watchdog or self.watchdog) for t, _, _ in plan),
                          default=self.watchdog)
-            res = launch.run(cmd, timeout=60 + 2 * max_wd, log_path=output)
+            res = launch.run(cmd, timeout=60 + 2 * max_wd, env=launch.mpi_env(extra),
+                             log_path=output)
         status = read_status(launch_dir, world)
         self.start_seconds = max(self.start_seconds, launch_overhead(launch_dir, res.seconds))
         return world, inputs, res, status
@@ -578,6 +589,7 @@ class Runner:
                 r.verdict = first.kind
                 r.lines = first.lines
                 r.case = first.case
+                r.memory_damage = first.memory_damage
                 r.lines += self.which_failed(r, first)
                 hint = first.hint or test.hint
                 if hint and first.kind in ("WRONG", "RULE", "DEADLOCK"):
@@ -648,6 +660,7 @@ class Runner:
             if fail:
                 r.cases_failed = 1
                 r.verdict, r.lines, r.case = fail.kind, fail.lines, case
+                r.memory_damage = fail.memory_damage
                 r.lines += self.which_failed(r, fail, "each needs a launch of its own, and "
                                                       "grading stops at the first failure")
                 hint = fail.hint or test.hint
@@ -700,7 +713,8 @@ class Runner:
             for r, rec in enumerate(group):
                 for kind, text in rec.notes:
                     if kind == "WRONG":
-                        return Failure("WRONG", case, [f"{label}: rank {r} {text}"])
+                        return Failure("WRONG", case, [f"{label}: rank {r} {text}"],
+                                       memory_damage=bool(ZONE_NOTE.match(text)))
             # A buffer used while a request owned it, or a request never completed: a
             # RULE that explains wrong values, so it is reported before them.
             for r, rec in enumerate(group):
@@ -752,6 +766,20 @@ class Runner:
                            hint=getattr(test.check, "hint", None))
         return None
 
+    def printed_text(self, k):
+        """What case k's ranks printed in the last launch (glibc's heap messages land
+        there: a rank's stderr goes to its case file during a case)."""
+        if k is None or not self.last_launch_dir:
+            return ""
+        text = []
+        for path in output_files(os.path.join(self.last_launch_dir, f"c{k}")).values():
+            try:
+                with open(path, errors="replace") as f:
+                    text.append(f.read(READ_LIMIT))
+            except OSError:
+                pass
+        return "\n" + "\n".join(text)
+
     def classify_death(self, res, status, case, k, world):
         label = case.label if case else "after the last case"
         if k is not None:
@@ -765,14 +793,25 @@ class Runner:
                 [s for s in status if s.kind in ("CRASH", "ERROR")]
         if crash:
             s = min(crash, key=lambda line: line.us)  # the first failure, usually the cause
+            if s.asan:
+                return Failure("CRASH", case, asan_report(s.asan, self.ex.binary, self.ex.source,
+                                                          f"{label}: rank {s.rank}: {s.text}"))
             lines = [f"{label}: rank {s.rank}: {s.text}"]
             frames = short_backtrace(s.backtrace, self.ex.binary, self.ex.source)
             if frames:
                 lines.append("in " + " <- ".join(frames[:4]))
-            return Failure("CRASH", case, lines, s.group)
+            glibc = heap_damage(s, res.output + self.printed_text(k))
+            if glibc is not None:
+                lines.append(f"glibc: {glibc or 'its allocator aborted'}: the heap was damaged "
+                             f"earlier, by a write outside a malloc'd block (or a double free)")
+            return Failure("CRASH", case, lines, s.group, memory_damage=glibc is not None)
         hang = [s for s in mine if s.kind == "HANG"]
         if hang:
             return self.deadlock(case, hang, (case and case.test.watchdog) or self.watchdog)
+        asan = asan_in_output(res.output)
+        if asan:  # before libxt could write a status file
+            return Failure("CRASH", case, asan_report(asan, self.ex.binary, self.ex.source,
+                                                      f"{label}: AddressSanitizer"))
         if res.timed_out:
             return Failure("TIMEOUT", case, [f"{label}: the run did not finish within "
                                              f"{res.seconds:.0f} s and no rank reported why"])
@@ -828,7 +867,7 @@ def blocked_explanation(blocked, in_a_case):
     return lines, None
 
 
-def debug_run(cmd, log_path, show):
+def debug_run(cmd, log_path, show, env=None):
     """A launch under a debugger: its output passed to show as it comes (the waiting
     rank's gdb command among it) and kept in log_path; no time limit a person could meet."""
     lines = []
@@ -836,7 +875,7 @@ def debug_run(cmd, log_path, show):
     def keep(line):
         lines.append(line)
         show(line)
-    res = launch.run(cmd, timeout=DEBUG_HOURS * 3600, on_line=keep)
+    res = launch.run(cmd, timeout=DEBUG_HOURS * 3600, env=env, on_line=keep)
     res.output = "\n".join(lines)
     with open(log_path, "w") as f:
         f.write(res.output + "\n")
@@ -926,6 +965,145 @@ def printed_lines(cdir, group, np_):
     width = 78 - 6 - len(f"  r{max(ranks)}| ")
     return [head] + [f"  r{r}| {printable(line, width)}" for r in ranks
                      for line in text[r][:take[r]]]
+
+
+# libxt's notes on a block's guard zones or freed data (common/mem.c).
+ZONE_NOTE = re.compile(r"wrote (past the end|before the start|to the \d+-byte) ")
+
+# What glibc prints before it aborts on a damaged heap.
+GLIBC_HEAP = re.compile(r"((?:free|malloc|realloc|calloc|munmap_chunk|malloc_consolidate|"
+                        r"_int_free|_int_malloc|tcache_thread_shutdown)\(\): [^\n*]*|"
+                        r"double free or corruption[^\n*]*|corrupted size vs\. prev_size[^\n*]*|"
+                        r"corrupted double-linked list[^\n*]*)")
+LIBC_ALLOCATOR = re.compile(r"libc\.so[^(]*\((malloc|free|calloc|realloc|cfree|posix_memalign|"
+                            r"aligned_alloc|__libc_\w+)\+")
+
+
+def heap_damage(crash, output):
+    """For a SIGABRT raised by glibc's allocator finding its heap damaged: glibc's message
+    ("free(): invalid next size (fast)"), or "" when it left none; otherwise None."""
+    if "SIGABRT" not in crash.text:
+        return None
+    m = GLIBC_HEAP.search(output)
+    if m:
+        return m.group(1).strip().rstrip(":")
+    if any(LIBC_ALLOCATOR.search(line) for line in crash.backtrace):
+        return ""
+    return None
+
+
+def asan_in_output(output):
+    """An AddressSanitizer report in a launch's output (one that no status file holds)."""
+    lines = output.splitlines()
+    start = next((i for i, ln in enumerate(lines) if "ERROR: AddressSanitizer" in ln), None)
+    if start is None:
+        return []
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("SUMMARY:")),
+               len(lines))
+    return lines[start:end]
+
+
+def asan_frames(lines, binary):
+    """[(function, file:line)] of each #N line of one stack in an AddressSanitizer report,
+    paths relative to the tree; a frame it could not symbolize, from binary, by addr2line."""
+    root = os.getcwd() + os.sep
+    frames = []
+    for line in lines:
+        m = re.match(r"\s*#\d+ 0x[0-9a-f]+ in (\S+) (\S+?):(\d+)(?::\d+)?$", line)
+        if m:
+            path = m.group(2)
+            path = path[len(root):] if path.startswith(root) else path
+            frames.append((m.group(1), f"{path}:{m.group(3)}"))
+            continue
+        m = re.match(r"\s*#\d+ 0x[0-9a-f]+\s+(?:in \S+ )?\((\S+)\+(0x[0-9a-f]+)\)", line)
+        if m and os.path.basename(m.group(1)) == os.path.basename(binary):
+            frames += where_in_source(binary, "", m.group(2))
+    return frames
+
+
+def a_or_an(n):
+    """The article before a number read aloud: "an 8-byte", "an 11-byte", "a 3-byte"."""
+    digits = str(n)
+    return "an" if digits.startswith("8") or re.fullmatch(r"1[18](\d{3})*", digits) else "a"
+
+
+def asan_report(report, binary, source, headline):
+    """The CRASH lines for AddressSanitizer's report: what (the headline, with where the
+    address lies), the lines that did it (the exercise's first), and where the memory was
+    allocated (and freed)."""
+    stacks, cur, about = {}, None, []
+    for line in report:
+        if re.match(r"\s*#\d+ ", line):
+            if cur is not None:
+                stacks.setdefault(cur, []).append(line)
+            continue
+        text = line.strip()
+        if re.match(r"(READ|WRITE) of size", text) or "ERROR: AddressSanitizer" in text:
+            cur = "access"
+        elif re.search(r"(previously )?allocated by thread", text):
+            cur = "allocated"
+        elif "freed by thread" in text:
+            cur = "freed"
+        elif re.search(r"is located in stack of thread", text):
+            cur = "frame"
+        else:
+            cur = None
+            if text:
+                about.append(text)
+
+    def mine(frames):
+        own = [f for f in frames if f[1].startswith(source + ":")]
+        project = [f for f in frames if not f[1].startswith(("/", "..")) and
+                   os.path.isfile(f[1].rsplit(":", 1)[0])]
+        return own, project
+
+    def site(frames):
+        own, project = mine(frames)
+        # The allocators' own frames (xt_malloc_at, xt_alloc_at) say nothing: their caller does.
+        project = [f for f in project if not f[1].startswith(("common/core_err.c:",
+                                                              "common/mem.c:"))]
+        f = (own or project or [None])[0]
+        return f"{f[0]}() at {f[1]}" if f else ""
+
+    lines = [headline]
+    # libxt names the memory when it is its own (an xt_alloc block, a case's input or
+    # output): "a WRITE of size 4 past the end of ..."; otherwise ASan's words say where.
+    libxt_named = re.search(r"AddressSanitizer: (a READ|a WRITE|an access) ", headline)
+    if not libxt_named and re.search(r", an? (READ|WRITE) of size", headline):
+        for text in about:
+            m = re.search(r"is located (\d+) bytes to the (left|right) of (\d+)-byte region", text)
+            if m:
+                side = "before the start" if m.group(2) == "left" else "past the end"
+                lines[0] += (f", {m.group(1)} bytes {side} of {a_or_an(m.group(3))} "
+                             f"{m.group(3)}-byte block")
+                break
+            m = re.search(r"is located (\d+) bytes inside of (\d+)-byte region", text)
+            if m:
+                lines[0] += f", byte {m.group(1)} of {a_or_an(m.group(2))} {m.group(2)}-byte block"
+                break
+            m = re.search(r"\[(\d+), (\d+)\) '(\w+)'(?: \(line (\d+)\))? <== Memory access at "
+                          r"offset \d+ (\w+)", text)
+            if m:
+                side = {"overflows": "past the end of", "underflows": "before the start of"}
+                size = int(m.group(2)) - int(m.group(1))
+                declared = f" (declared at line {m.group(4)})" if m.group(4) else ""
+                lines[0] += (f", {side.get(m.group(5), 'at')} the {size}-byte local variable "
+                             f"'{m.group(3)}'{declared}")
+                break
+            m = re.search(r"of global variable '(\w+)' defined in '([^']+)'", text)
+            if m:
+                lines[0] += f", next to the global '{m.group(1)}' ({m.group(2)})"
+                break
+    own, project = mine(asan_frames(stacks.get("access", []), binary))
+    chain = project[:project.index(own[-1]) + 1] if own else project[:2]
+    if chain:
+        lines.append("in " + " <- ".join(f"{f}() at {w}" for f, w in chain[-4:]))
+    if not libxt_named:
+        for what in ("allocated", "freed"):
+            where = site(asan_frames(stacks.get(what, []), binary))
+            if where:
+                lines.append(f"the block was {what} in {where}")
+    return lines
 
 
 def world_hint(group):
@@ -1018,18 +1196,19 @@ def forbidden_calls(obj, extra=()):
     return msgs
 
 
-def build(binaries, jobs=2):
-    """Builds binaries with make; returns {binary: compiler output} for failures."""
+def build(binaries, jobs=2, san=False):
+    """Builds binaries with make (san: with AddressSanitizer, binaries under build/san/);
+    returns {binary: compiler output} for failures."""
     failed = {}
     if not binaries:
         return failed
-    cmd = ["make", "-s", "--no-print-directory", "-k", f"-j{jobs}"] + list(binaries)
+    make = ["make", "-s", "--no-print-directory"] + (["SAN=1"] if san else [])
+    cmd = make + ["-k", f"-j{jobs}"] + list(binaries)
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode == 0:
         return failed
     for b in binaries:
-        one = subprocess.run(["make", "-s", "--no-print-directory", b], capture_output=True,
-                             text=True)
+        one = subprocess.run(make + [b], capture_output=True, text=True)
         if one.returncode != 0:
             failed[b] = (one.stdout + one.stderr).strip()
     if not failed:  # e.g. libxt itself

@@ -69,6 +69,18 @@ def mpi_env(extra=None):
     return env
 
 
+# AddressSanitizer's settings for programs built with SAN=1 (ASAN_OPTIONS of one's own come
+# after them, and win). Open MPI keeps some memory to the end by design: no leak report. ASan
+# exits after its report rather than aborting, so that libxt's SIGABRT handler does not report
+# the same error a second time.
+SAN_OPTIONS = "detect_leaks=0:abort_on_error=0:halt_on_error=1"
+
+
+def san_env():
+    mine = os.environ.get("ASAN_OPTIONS", "")
+    return {"ASAN_OPTIONS": SAN_OPTIONS + (":" + mine if mine else "")}
+
+
 def mpirun_command(np, argv):
     """The command that starts argv on np ranks."""
     launcher = os.environ.get("XT_LAUNCHER", "").strip()

@@ -13,6 +13,8 @@ be caught:
 The runner applies the patch to a copy under build/mutants/<name>/, grades
 that tree (only the mutated exercise), and checks that the test `test` got
 the verdict `expect` with a report matching the regular expression `detail`.
+An optional `args:` line adds options of grader/grade.py to that grade
+(`args: --san`: built and run with AddressSanitizer, as make grade SAN=1).
 
     grader/mutants.py                 run them all
     grader/mutants.py NAME ...        run some (substring match)
@@ -24,6 +26,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -49,6 +52,7 @@ class Mutant:
     detail: str
     target: str  # solutions/... the patch applies to
     hunks: list
+    args: list = dataclasses.field(default_factory=list)  # more options for grade.py
 
 
 def parse(path):
@@ -88,7 +92,7 @@ def parse(path):
     name = os.path.splitext(os.path.basename(path))[0]
     lecture = os.path.basename(os.path.dirname(path))
     return Mutant(name, lecture, path, " ".join(about), meta["expect"], meta["test"],
-                  meta["detail"], target, hunks)
+                  meta["detail"], target, hunks, shlex.split(meta.get("args", "")))
 
 
 def apply(text, hunks):
@@ -159,7 +163,7 @@ def run_one(path, seed, python):
     report = os.path.join(ROOT, tree, "grade.json")
     cmd = [python, os.path.join(HERE, "grade.py"), "--lc", m.lecture, "--tree", tree,
            "--ex", exercise, "--seed", str(seed), "--json", report, "--quiet",
-           "--watchdog", str(MUTANT_WATCHDOG)]
+           "--watchdog", str(MUTANT_WATCHDOG)] + m.args
     cuda = m.target.endswith(".cu")
     if cuda:
         cmd += ["--device", "cuda"]
@@ -210,12 +214,28 @@ def compiled_only(m, tree, rel, start):
                    skipped=True)
 
 
+def san_lecture(path):
+    """The lecture of a mutant graded with AddressSanitizer (args: --san), else None."""
+    try:
+        m = parse(path)
+    except (PatchError, OSError):
+        return None
+    return m.lecture if "--san" in m.args else None
+
+
 def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
     seed = seed if seed is not None else int(time.time()) % 10**8
     paths = mutants(filters)
-    # libxt first, once: parallel grades must not both rebuild it.
+    # libxt first, once: parallel grades must not both rebuild it. The same for the
+    # AddressSanitizer build (args: --san), with the lectures' shared objects.
     subprocess.run(["make", "-s", "--no-print-directory", "build/common/libxt.a"], cwd=ROOT,
                    check=False)
+    san = {san_lecture(p) for p in paths} - {None}
+    if san:
+        shared = [f"build/san/grader/lectures/{lec}/lecture.o" for lec in sorted(san)
+                  if os.path.exists(os.path.join(HERE, "lectures", lec, "lecture.c"))]
+        subprocess.run(["make", "-s", "--no-print-directory", "SAN=1", "build/san/common/libxt.a"]
+                       + shared, cwd=ROOT, check=False)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for outcome in pool.map(lambda p: run_one(p, seed, python), paths):
             yield outcome

@@ -316,6 +316,29 @@ def test_crash(s):
         s.record(f"crash: {what}", ok, lines + tail(r.output, 8))
 
 
+def test_heap_damage(s):
+    """A rank that glibc aborts on a damaged heap: the CRASH quotes glibc, and the report
+    gives the command that finds the write (make grade ... SAN=1)."""
+    import grade
+    exe = os.path.join(TESTS_BIN, "test_crash")
+    d = fresh("crash_heap")
+    r = mpirun(2, [exe, "--mode", "heap", "--out", d])
+    lec = lectures.names()[0]
+    runner = harness.Runner(harness.Exercise(lec, "test_crash", "common/tests/test_crash.c", exe,
+                                             []), 1, d)
+    fail = runner.classify_death(r, harness.read_status(d, 2), None, None, 2)
+    args = argparse.Namespace(tree=None, sol=False, san=False)
+    lines = fail.lines + ([grade.memory_advice(args, lec, "ex", 1234)]
+                          if fail.memory_damage else [])
+    ok = (fail.kind == "CRASH" and "rank 1: signal 6 SIGABRT" in lines[0]
+          and any(re.match(r"glibc: double free or corruption \(out\): the heap was damaged "
+                           r"earlier", ln) for ln in lines)
+          and lines[-1] == "AddressSanitizer stops at the line that did it: make grade "
+                           f"LC={lectures.number(lec)} EX=ex SEED=1234 SAN=1")
+    s.record("crash: glibc aborting on a damaged heap is quoted, with the SAN=1 command that "
+             "finds the write", ok, lines + tail(r.output, 8))
+
+
 def test_cases(s):
     d = fresh("cases")
     plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
@@ -1319,8 +1342,8 @@ def test_mem(s):
 
 def libxt(s):
     s.section("libxt")
-    for t in (test_npy, test_pmpi, test_strict, test_watchdog, test_todo, test_crash, test_cases,
-              test_mem, test_trace, test_watch, test_cuda, test_nn):
+    for t in (test_npy, test_pmpi, test_strict, test_watchdog, test_todo, test_crash,
+              test_heap_damage, test_cases, test_mem, test_trace, test_watch, test_cuda, test_nn):
         t(s)
 
 
