@@ -85,7 +85,6 @@ def asan_summary(reports, binary, source):
     found = sorted(glob.glob(os.path.join(reports, "asan.*")), key=os.path.getmtime)
     if not found:
         return
-    import harness  # NumPy, which the demo itself does not need
     texts = {path: open(path, errors="replace").read() for path in found}
     # A rank that the end of the run killed mid-report left only its first lines.
     whole = [path for path in found if "SUMMARY: AddressSanitizer" in texts[path]] or found
