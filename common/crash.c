@@ -185,7 +185,7 @@ static void on_asan_report(const char *report)
     char line[1100];
     int len = snprintf(line, sizeof line, "[xt] rank %d CRASH %s\n", xti.rank, msg);
     if (len > 0)
-        xti_write_all(2, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
+        xti_write_all(xti.diag_fd, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
     if (xti.status_fd >= 0) {
         xti_write_all(xti.status_fd, "ASAN\n", 5);
         /* Up to ASan's map of shadow bytes, which only ASan's authors read. */

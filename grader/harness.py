@@ -186,6 +186,9 @@ class Failure:
     # What to try, from the check that failed: its own hint, or the cause the grader
     # sees; None: the test's hint.
     hint: Optional[str] = None
+    # Memory damaged out of sight (a libxt guard zone, glibc's heap): the line that did it is
+    # AddressSanitizer's to find, and the report says how (grade.py, make grade SAN=1).
+    memory_damage: bool = False
 
 
 @dataclasses.dataclass
@@ -196,9 +199,6 @@ class CaseOutcome:
     reason: str = ""  # the failure's headline
     cdir: str = ""  # the case's directory (its outputs, records and printed lines)
     group: Optional[int] = None  # the group that failed, when known
-    # Memory damaged out of sight (a libxt guard zone, glibc's heap): the line that did it is
-    # AddressSanitizer's to find, and the report says how (grade.py, make grade SAN=1).
-    memory_damage: bool = False
 
 
 @dataclasses.dataclass
@@ -426,7 +426,7 @@ class Runner:
         self.start_seconds = 0.0  # the most a launch spent outside its cases
         self.only = only
         self.debug = debug
-        self.numbered = numbered_cases(exercise.tests, seed)
+        self.numbered = numbered_cases(exercise.tests, seed) if exercise else {}
         self.verbose = verbose  # list every failing case under the first
         self.checked_group = None  # the group check_case looked at last
         self.san = san  # built with AddressSanitizer: its settings in every launch
@@ -514,6 +514,11 @@ class Runner:
             argv += ["--debug-break", self.debug.breakpoint] if self.debug.breakpoint else []
         cmd = launch.mpirun_command(world, argv)
         extra = launch.san_env() if self.san else {}
+        if self.san:
+            # AddressSanitizer's reports in files of their own, not among what the ranks
+            # printed; libxt's callback puts each in its rank's status file too.
+            extra["ASAN_OPTIONS"] += ":log_path=" + os.path.join(os.path.abspath(launch_dir),
+                                                                 "asan")
         with open(os.path.join(launch_dir, "run.sh"), "w") as f:
             env = "".join(f"{k}={v} " for k, v in extra.items())
             f.write("#!/bin/sh\n# Runs these cases again, as the grader did.\n"
@@ -766,6 +771,17 @@ class Runner:
                            hint=getattr(test.check, "hint", None))
         return None
 
+    def asan_files_text(self):
+        """AddressSanitizer's reports of the last launch (its log_path files)."""
+        text = []
+        for path in sorted(glob.glob(os.path.join(self.last_launch_dir or ".", "asan.*"))):
+            try:
+                with open(path, errors="replace") as f:
+                    text.append(f.read(READ_LIMIT))
+            except OSError:
+                pass
+        return "\n" + "\n".join(text)
+
     def printed_text(self, k):
         """What case k's ranks printed in the last launch (glibc's heap messages land
         there: a rank's stderr goes to its case file during a case)."""
@@ -795,7 +811,8 @@ class Runner:
             s = min(crash, key=lambda line: line.us)  # the first failure, usually the cause
             if s.asan:
                 return Failure("CRASH", case, asan_report(s.asan, self.ex.binary, self.ex.source,
-                                                          f"{label}: rank {s.rank}: {s.text}"))
+                                                          f"{label}: rank {s.rank}: {s.text}"),
+                               s.group)
             lines = [f"{label}: rank {s.rank}: {s.text}"]
             frames = short_backtrace(s.backtrace, self.ex.binary, self.ex.source)
             if frames:
@@ -808,7 +825,7 @@ class Runner:
         hang = [s for s in mine if s.kind == "HANG"]
         if hang:
             return self.deadlock(case, hang, (case and case.test.watchdog) or self.watchdog)
-        asan = asan_in_output(res.output)
+        asan = asan_in_output(res.output + self.printed_text(k) + self.asan_files_text())
         if asan:  # before libxt could write a status file
             return Failure("CRASH", case, asan_report(asan, self.ex.binary, self.ex.source,
                                                       f"{label}: AddressSanitizer"))

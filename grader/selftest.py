@@ -327,7 +327,7 @@ def test_heap_damage(s):
     runner = harness.Runner(harness.Exercise(lec, "test_crash", "common/tests/test_crash.c", exe,
                                              []), 1, d)
     fail = runner.classify_death(r, harness.read_status(d, 2), None, None, 2)
-    args = argparse.Namespace(tree=None, sol=False, san=False)
+    args = argparse.Namespace(tree=None, sol=False, san=False, case=None)
     lines = fail.lines + ([grade.memory_advice(args, lec, "ex", 1234)]
                           if fail.memory_damage else [])
     ok = (fail.kind == "CRASH" and "rank 1: signal 6 SIGABRT" in lines[0]
