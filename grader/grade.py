@@ -346,7 +346,7 @@ def main():
         if args.case is None:
             report.line(f"{lec}: {got}/{most}")
         out_json["lectures"].append({
-            "name": lec, "score": got, "max": most,
+            "name": lec, "score": got, "max": most, "nps": nps,
             "tests": [{"exercise": ex, "test": r.test.name, "verdict": r.verdict,
                        "points": r.points, "max": r.test.points, "seconds": round(r.seconds, 4),
                        "cases_run": r.cases_run, "cases_failed": r.cases_failed,

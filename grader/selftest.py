@@ -882,6 +882,12 @@ def test_grades(s):
             s.record(f"{lec} solutions: full marks and exit status 0",
                      rc == 0 and data["score"] == data["max"],
                      [f"score {data['score']}/{data['max']}, exit {rc}"], f"({took:.1f} s)")
+            tests = [t for t in lectures.load(lec).TESTS if t.device == "cpu"]
+            want = sorted({c.np for t in tests
+                           for c in harness.numbered_cases([t], data["seed"])[t.name]})
+            got_nps = data["lectures"][0].get("nps")
+            s.record(f"{lec} solutions: the report's header lists the world sizes graded, "
+                     f"{','.join(map(str, want))}", got_nps == want, [f"header: {got_nps}"])
     s.section("demos (make demo)")
     for lec in lectures.names():
         # A lecture's manifest may name what an exercise's demo must show: DEMOS =
