@@ -23,16 +23,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#ifdef XT_ASAN
-#include <sanitizer/asan_interface.h>
-#define POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
-#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
-#define NO_ASAN        __attribute__((no_sanitize_address))
-#else
-#define POISON(p, n)   ((void)(p), (void)(n))
-#define UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
-
 enum { GUARD = 64 };
 static const unsigned char GUARD_BYTE = 0xA5;
 static const unsigned char FRESH_BYTE = 0xCD; /* output buffers before the program writes them */
@@ -178,8 +168,8 @@ static guarded *new_guarded(xt_case *c, const char *name, long count, xt_dtype d
     g->block = xt_malloc(g->bytes + 2 * GUARD);
     memset(g->block, GUARD_BYTE, GUARD);
     memset(g->block + GUARD + g->bytes, GUARD_BYTE, GUARD);
-    POISON(g->block, GUARD);
-    POISON(g->block + GUARD + g->bytes, GUARD);
+    XTI_POISON(g->block, GUARD);
+    XTI_POISON(g->block + GUARD + g->bytes, GUARD);
     described = c;
     return g;
 }
@@ -247,7 +237,7 @@ void *xt_case_alloc(xt_case *c, const char *name, long count, xt_dtype dt)
 #ifdef XT_ASAN
 /* Byte by byte through a volatile pointer: a loop the compiler may not turn into memcpy, which
  * AddressSanitizer checks wherever it is called from. */
-NO_ASAN static void copy_unchecked(unsigned char *to, const void *from, size_t n)
+XTI_NO_ASAN static void copy_unchecked(unsigned char *to, const void *from, size_t n)
 {
     const volatile unsigned char *f = from;
     for (size_t i = 0; i < n; i++)
@@ -319,8 +309,8 @@ void xti_case_check_buffers(xt_case *c)
     for (int i = 0; i < c->nbufs; i++) {
         guarded *g = &c->bufs[i];
         size_t es = xt_dtype_size(g->dtype);
-        UNPOISON(g->block, GUARD);
-        UNPOISON(g->block + GUARD + g->bytes, GUARD);
+        XTI_UNPOISON(g->block, GUARD);
+        XTI_UNPOISON(g->block + GUARD + g->bytes, GUARD);
         long before = first_changed(g->block, pat, GUARD);
         long after = first_changed(g->block + GUARD + g->bytes, pat, GUARD);
         if (before >= 0)

@@ -41,17 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef XT_ASAN
-#include <sanitizer/asan_interface.h>
-#define POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
-#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
-#define NO_ASAN        __attribute__((no_sanitize_address))
-#else
-#define POISON(p, n)   ((void)(p), (void)(n))
-#define UNPOISON(p, n) ((void)(p), (void)(n))
-#define NO_ASAN
-#endif
-
 #define MAGIC       0x78746d656dUL   /* "xtmem": a live block */
 #define MAGIC_FREED 0x78746672656dUL /* "xtfrem": freed, still held by libxt */
 
@@ -108,7 +97,7 @@ static header *header_of(const void *p)
 
 /* The magic word in front of p, read past AddressSanitizer: p may be no block of libxt's (a
  * pointer from malloc), and then libxt's own message says so. */
-NO_ASAN static unsigned long magic_of(const void *p)
+XTI_NO_ASAN static unsigned long magic_of(const void *p)
 {
     return header_of(p)->magic;
 }
@@ -190,33 +179,33 @@ static size_t changed(const unsigned char *p, size_t n, unsigned char byte, size
 
 static void fill_zones(header *h)
 {
-    UNPOISON(data_of(h) - ZONE, ZONE);
-    UNPOISON(data_of(h) + h->bytes, ZONE);
+    XTI_UNPOISON(data_of(h) - ZONE, ZONE);
+    XTI_UNPOISON(data_of(h) + h->bytes, ZONE);
     memset(data_of(h) - ZONE, ZONE_BYTE, ZONE);
     memset(data_of(h) + h->bytes, ZONE_BYTE, ZONE);
-    POISON(data_of(h) - ZONE, ZONE);
-    POISON(data_of(h) + h->bytes, ZONE);
+    XTI_POISON(data_of(h) - ZONE, ZONE);
+    XTI_POISON(data_of(h) + h->bytes, ZONE);
 }
 
 /* Under AddressSanitizer, what libxt itself reads and writes of a block: zones, and the data
  * once freed. */
 static void unpoison_guarded(header *h)
 {
-    UNPOISON(data_of(h) - ZONE, h->magic == MAGIC_FREED ? ZONE + h->bytes + ZONE : ZONE);
-    UNPOISON(data_of(h) + h->bytes, ZONE);
+    XTI_UNPOISON(data_of(h) - ZONE, h->magic == MAGIC_FREED ? ZONE + h->bytes + ZONE : ZONE);
+    XTI_UNPOISON(data_of(h) + h->bytes, ZONE);
 }
 
 static void poison_guarded(header *h)
 {
-    POISON(data_of(h) - ZONE, h->magic == MAGIC_FREED ? ZONE + h->bytes + ZONE : ZONE);
-    POISON(data_of(h) + h->bytes, ZONE);
+    XTI_POISON(data_of(h) - ZONE, h->magic == MAGIC_FREED ? ZONE + h->bytes + ZONE : ZONE);
+    XTI_POISON(data_of(h) + h->bytes, ZONE);
 }
 
 /* Back to malloc: the whole block unpoisoned, as malloc gave it. */
 static void release(header *h)
 {
     h->magic = 0;
-    UNPOISON(h, HEAD + ZONE + h->bytes + ZONE);
+    XTI_UNPOISON(h, HEAD + ZONE + h->bytes + ZONE);
     free(h);
 }
 
@@ -351,7 +340,7 @@ void xt_free_at(void *p, const char *file, int line)
     h->free_file = file;
     h->free_line = line;
     memset(p, POISON_BYTE, h->bytes);
-    POISON(p, h->bytes);
+    XTI_POISON(p, h->bytes);
     if (damaged)
         return; /* the heap around it may be damaged too: never handed back to malloc */
     if (q_tail)

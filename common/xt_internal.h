@@ -51,6 +51,20 @@
 #endif
 #endif
 
+/* Bytes a program must not touch (guard zones, freed blocks), told to AddressSanitizer so
+ * that it stops at the access; nothing without it. XTI_NO_ASAN: a function that reads
+ * them on purpose (libxt's own checks). */
+#ifdef XT_ASAN
+#include <sanitizer/asan_interface.h>
+#define XTI_POISON(p, n)   ASAN_POISON_MEMORY_REGION((p), (n))
+#define XTI_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#define XTI_NO_ASAN        __attribute__((no_sanitize_address))
+#else
+#define XTI_POISON(p, n)   ((void)(p), (void)(n))
+#define XTI_UNPOISON(p, n) ((void)(p), (void)(n))
+#define XTI_NO_ASAN
+#endif
+
 /* Exit codes a rank leaves with when libxt ends the run itself. */
 enum {
     XT_EXIT_ERROR = 3,     /* xt_die, an MPI error, a bad file */
