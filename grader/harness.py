@@ -286,21 +286,6 @@ def scratch_dir(cdir, g):
     return os.path.join(cdir, f"g{g}.scratch")
 
 
-def launch_overhead(launch_dir, seconds):
-    """Seconds of a launch that no case accounts for: mpirun starting the ranks, MPI_Init,
-    the program's set-up and finalize. Each case counts its slowest rank."""
-    per_case = {}
-    for path in glob.glob(os.path.join(launch_dir, "c*", "g*.r*.mpi.txt")):
-        case = os.path.basename(os.path.dirname(path))
-        try:
-            with open(path) as f:
-                t = next((float(ln[2:]) for ln in f if ln.startswith("T ")), 0.0)
-        except (OSError, ValueError):
-            continue
-        per_case[case] = max(per_case.get(case, 0.0), t)
-    return max(0.0, seconds - sum(per_case.values()))
-
-
 # A launch that spends this long outside its cases is slow to start.
 SLOW_START = 5.0
 
@@ -533,7 +518,6 @@ class Runner:
             res = launch.run(cmd, timeout=60 + 2 * max_wd, env=launch.mpi_env(extra),
                              log_path=output)
         status = read_status(launch_dir, world)
-        self.start_seconds = max(self.start_seconds, launch_overhead(launch_dir, res.seconds))
         return world, inputs, res, status
 
     # One mpirun for the pending tests; returns (results, tests to run again).
@@ -546,6 +530,7 @@ class Runner:
 
         results, rerun = {}, []
         dead_case = None  # global index of the case the launch died in
+        in_cases = 0.0  # seconds the cases took, each its slowest rank's
         for test in tests:
             r = TestResult(test, launch_dir=launch_dir)
             first: Optional[Failure] = None
@@ -573,7 +558,9 @@ class Runner:
                     r.cases_failed += 1
                     continue
                 r.cases_run += 1
-                r.seconds += max((rec.seconds for g in recs for rec in g), default=0.0)
+                took = max((rec.seconds for g in recs for rec in g), default=0.0)
+                r.seconds += took
+                in_cases += took
                 fail = self.check_case(test, case, k, recs, inputs[k], launch_dir)
                 if fail:
                     fail.group = self.checked_group
@@ -601,6 +588,10 @@ class Runner:
                     r.lines.append(hint)
             r.lines += self.printed(r, first)
             results[test.name] = r
+        if dead_case is None and res.returncode == 0:
+            # What no case accounts for: starting the ranks and MPI, set-up, finalize.
+            # Only a launch that ran to its end says anything about starting.
+            self.start_seconds = max(self.start_seconds, res.seconds - in_cases)
         return results, rerun
 
     def which_failed(self, r, first, not_run_why="the run had ended"):
@@ -771,30 +762,16 @@ class Runner:
                            hint=getattr(test.check, "hint", None))
         return None
 
-    def asan_files_text(self):
-        """AddressSanitizer's reports of the last launch (its log_path files)."""
-        text = []
-        for path in sorted(glob.glob(os.path.join(self.last_launch_dir or ".", "asan.*"))):
-            try:
-                with open(path, errors="replace") as f:
-                    text.append(f.read(READ_LIMIT))
-            except OSError:
-                pass
-        return "\n" + "\n".join(text)
-
-    def printed_text(self, k):
-        """What case k's ranks printed in the last launch (glibc's heap messages land
-        there: a rank's stderr goes to its case file during a case)."""
-        if k is None or not self.last_launch_dir:
-            return ""
-        text = []
-        for path in output_files(os.path.join(self.last_launch_dir, f"c{k}")).values():
-            try:
-                with open(path, errors="replace") as f:
-                    text.append(f.read(READ_LIMIT))
-            except OSError:
-                pass
-        return "\n" + "\n".join(text)
+    def messages(self, res, k):
+        """Everything a dying launch said: mpirun's output, what case k's ranks printed
+        (glibc's heap messages land there: during a case a rank's stderr is its case
+        file) and AddressSanitizer's log files."""
+        files = []
+        if self.last_launch_dir:
+            if k is not None:
+                files += output_files(os.path.join(self.last_launch_dir, f"c{k}")).values()
+            files += sorted(glob.glob(os.path.join(self.last_launch_dir, "asan.*")))
+        return "\n".join([res.output] + [read_text(path) for path in files])
 
     def classify_death(self, res, status, case, k, world):
         label = case.label if case else "after the last case"
@@ -817,7 +794,7 @@ class Runner:
             frames = short_backtrace(s.backtrace, self.ex.binary, self.ex.source)
             if frames:
                 lines.append("in " + " <- ".join(frames[:4]))
-            glibc = heap_damage(s, res.output + self.printed_text(k))
+            glibc = heap_damage(s, self.messages(res, k))
             if glibc is not None:
                 lines.append(f"glibc: {glibc or 'its allocator aborted'}: the heap was damaged "
                              f"earlier, by a write outside a malloc'd block (or a double free)")
@@ -825,7 +802,7 @@ class Runner:
         hang = [s for s in mine if s.kind == "HANG"]
         if hang:
             return self.deadlock(case, hang, (case and case.test.watchdog) or self.watchdog)
-        asan = asan_in_output(res.output + self.printed_text(k) + self.asan_files_text())
+        asan = asan_in_output(self.messages(res, k))
         if asan:  # before libxt could write a status file
             return Failure("CRASH", case, asan_report(asan, self.ex.binary, self.ex.source,
                                                       f"{label}: AddressSanitizer"))
@@ -928,6 +905,15 @@ def output_files(cdir):
         if m and os.path.getsize(path) > 0:
             out[(int(m.group(1)), int(m.group(2)))] = path
     return out
+
+
+def read_text(path):
+    """Up to READ_LIMIT bytes of a file as text, "" if it cannot be read."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read(READ_LIMIT)
+    except OSError:
+        return ""
 
 
 def count_lines(path):
@@ -1087,30 +1073,9 @@ def asan_report(report, binary, source, headline):
     # output): "a WRITE of size 4 past the end of ..."; otherwise ASan's words say where.
     libxt_named = re.search(r"AddressSanitizer: (a READ|a WRITE|an access) ", headline)
     if not libxt_named and re.search(r", an? (READ|WRITE) of size", headline):
-        for text in about:
-            m = re.search(r"is located (\d+) bytes to the (left|right) of (\d+)-byte region", text)
-            if m:
-                side = "before the start" if m.group(2) == "left" else "past the end"
-                lines[0] += (f", {m.group(1)} bytes {side} of {a_or_an(m.group(3))} "
-                             f"{m.group(3)}-byte block")
-                break
-            m = re.search(r"is located (\d+) bytes inside of (\d+)-byte region", text)
-            if m:
-                lines[0] += f", byte {m.group(1)} of {a_or_an(m.group(2))} {m.group(2)}-byte block"
-                break
-            m = re.search(r"\[(\d+), (\d+)\) '(\w+)'(?: \(line (\d+)\))? <== Memory access at "
-                          r"offset \d+ (\w+)", text)
-            if m:
-                side = {"overflows": "past the end of", "underflows": "before the start of"}
-                size = int(m.group(2)) - int(m.group(1))
-                declared = f" (declared at line {m.group(4)})" if m.group(4) else ""
-                lines[0] += (f", {side.get(m.group(5), 'at')} the {size}-byte local variable "
-                             f"'{m.group(3)}'{declared}")
-                break
-            m = re.search(r"of global variable '(\w+)' defined in '([^']+)'", text)
-            if m:
-                lines[0] += f", next to the global '{m.group(1)}' ({m.group(2)})"
-                break
+        words = next((say(m) for text in about for pattern, say in ASAN_PLACES
+                      for m in [re.search(pattern, text)] if m), "")
+        lines[0] += words
     own, project = mine(asan_frames(stacks.get("access", []), binary))
     chain = project[:project.index(own[-1]) + 1] if own else project[:2]
     if chain:
@@ -1121,6 +1086,23 @@ def asan_report(report, binary, source, headline):
             if where:
                 lines.append(f"the block was {what} in {where}")
     return lines
+
+
+# Where AddressSanitizer says the bad access was, in the headline's words: (pattern of
+# its report's description, the words for a match). The first that matches is taken.
+ASAN_PLACES = [
+    (r"is located (\d+) bytes to the (left|right) of (\d+)-byte region",
+     lambda m: (f", {m[1]} bytes {'before the start' if m[2] == 'left' else 'past the end'} "
+                f"of {a_or_an(m[3])} {m[3]}-byte block")),
+    (r"is located (\d+) bytes inside of (\d+)-byte region",
+     lambda m: f", byte {m[1]} of {a_or_an(m[2])} {m[2]}-byte block"),
+    (r"\[(\d+), (\d+)\) '(\w+)'(?: \(line (\d+)\))? <== Memory access at offset \d+ (\w+)",
+     lambda m: (f", {ASAN_SIDES.get(m[5], 'at')} the {int(m[2]) - int(m[1])}-byte local "
+                f"variable '{m[3]}'" + (f" (declared at line {m[4]})" if m[4] else ""))),
+    (r"of global variable '(\w+)' defined in '([^']+)'",
+     lambda m: f", next to the global '{m[1]}' ({m[2]})"),
+]
+ASAN_SIDES = {"overflows": "past the end of", "underflows": "before the start of"}
 
 
 def world_hint(group):

@@ -544,7 +544,32 @@ def test_grader_units(s):
     test_printed(s)
     test_rounds(s)
     test_blocked_explanations(s)
+    test_asan_places(s)
     test_one_case(s)
+
+
+def test_asan_places(s):
+    """Where AddressSanitizer says a bad access was, in the CRASH headline's words."""
+    head = ["==1==ERROR: AddressSanitizer: stack-buffer-overflow on address 0x7f",
+            "WRITE of size 4 at 0x7f thread T0"]
+    cases = [
+        ("0x602 is located 2 bytes to the right of 10-byte region [0x600,0x60a)",
+         ", 2 bytes past the end of a 10-byte block"),
+        ("0x602 is located 4 bytes inside of 16-byte region [0x600,0x610)",
+         ", byte 4 of a 16-byte block"),
+        ("[32, 40) 'seen' (line 63) <== Memory access at offset 40 overflows this variable",
+         ", past the end of the 8-byte local variable 'seen' (declared at line 63)"),
+        ("0x55 is located 0 bytes to the right of global variable 'table' defined in "
+         "'x.c:3:5' (0x55) of size 16", ", next to the global 'table' (x.c:3:5)"),
+    ]
+    problems = []
+    for about, words in cases:
+        headline = "rank 0: AddressSanitizer: stack-buffer-overflow, a WRITE of size 4"
+        got = harness.asan_report(head + [about], "none", "none.c", headline)[0]
+        if got != headline + words:
+            problems.append(f"{about!r}: {got!r}")
+    s.record("AddressSanitizer reports: a heap block's edge or inside, a local variable, a "
+             "global, each said in the headline", not problems, problems)
 
 
 def test_blocked_explanations(s):
