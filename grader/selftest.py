@@ -25,6 +25,7 @@ import argparse
 import glob
 import json
 import os
+import queue
 import re
 import shutil
 import signal
@@ -602,6 +603,22 @@ def test_blocked_explanations(s):
              "does not resolve" not in notes[2] and notes[2].startswith("note:"), notes)
 
 
+def take_lines(q, seen, until=None, wait=10):
+    """Lines of a running command from queue q (None marks its end) appended to seen, up
+    to the first for which until(line) holds, which is returned; None when the command
+    ends or prints nothing for `wait` seconds first."""
+    while True:
+        try:
+            ln = q.get(timeout=wait)
+        except queue.Empty:
+            return None
+        if ln is None:
+            return None
+        seen.append(ln)
+        if until and until(ln):
+            return ln
+
+
 def test_one_case(s):
     """CASE= and make debug on a mutant (the first lecture's first WRONG one): its report
     numbers the failing case; CASE= grades that case alone, to the same report; make debug
@@ -644,7 +661,6 @@ def test_one_case(s):
              out2.splitlines() + ran)
 
     # make debug, rank 1 (the case's first failing one, from the kept grade), no terminal.
-    import queue
     import threading
     cmd = [sys.executable, os.path.join(HERE, "debug.py"), "--lc", lec, "--tree", tree,
            "--ex", ex, "--rank", "1"]
@@ -652,22 +668,12 @@ def test_one_case(s):
     lines = queue.Queue()
     threading.Thread(target=lambda: [lines.put(ln.rstrip("\n")) for ln in proc.stdout] +
                      [lines.put(None)], daemon=True).start()
-    seen, pid, deadline = [], None, time.monotonic() + 60
-    while pid is None and time.monotonic() < deadline:
-        try:
-            ln = lines.get(timeout=1)
-        except queue.Empty:
-            continue
-        if ln is None:
-            break
-        seen.append(ln)
-        got = re.search(r"rank 1 \(PID (\d+) on .*\) waits for a debugger", ln)
-        pid = int(got.group(1)) if got else None
+    seen = []
+    waits = r"rank 1 \(PID (\d+) on .*\) waits for a debugger"
+    got = take_lines(lines, seen, until=lambda ln: re.search(waits, ln), wait=60)
+    pid = int(re.search(waits, got).group(1)) if got else None
     if pid is not None:  # the command comes on the next line
-        try:
-            seen.append(lines.get(timeout=10) or "")
-        except queue.Empty:
-            pass
+        take_lines(lines, seen, until=lambda ln: True)
     command = (f"gdb -p {pid} -ex 'set var xt_debug_wait = 0' -ex 'break {m.test}' "
                "-ex continue")
     time.sleep(1.0)  # it must still be waiting, the case not run
@@ -703,14 +709,7 @@ def test_one_case(s):
     except subprocess.TimeoutExpired:
         proc.terminate()
         rc = proc.wait()
-    while True:
-        try:
-            ln = lines.get(timeout=10)
-        except queue.Empty:
-            break
-        if ln is None:
-            break
-        seen.append(ln)
+    take_lines(lines, seen)
     with open(os.path.join(kept, "debug", "launch1", "cases.txt")) as f:
         ran = [ln.strip() for ln in f if ln.startswith("case ")]
     done = (rc == 1 and f"debug: case {k}: WRONG" in seen and len(ran) == 1 and
