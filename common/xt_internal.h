@@ -13,7 +13,7 @@
  *   2 core_opts.c print.c npy.c notes.c counters.c call.c
  *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c
  *   4 pmpi.c record.c nn.c
- *   5 case.c
+ *   5 case.c transformer.c
  *   6 case_run.c train.c
  *   7 init.c
  *   8 cuda.cu

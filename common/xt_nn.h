@@ -297,6 +297,98 @@ void xt_train_demo_use_adam(xt_train_demo *d);
 /* The full parameters of sharded ranks, on rank 0 (collective), for the report. */
 void xt_train_demo_gather_shards(xt_train_demo *d, const float *shard, long lo, long count);
 
+/* ------------------------------------------------- transformer pieces */
+
+/*
+ * What the lectures on tensor, pipeline, context and expert parallelism
+ * share (common/transformer.c). The conventions of xt_linear_*: row-major
+ * float32; backward functions accumulate (+=) into weight gradients and
+ * overwrite input gradients; a gradient pointer may be NULL (not wanted).
+ */
+
+/*
+ * The split rule: a dimension of n elements cut into np blocks, block r
+ * holding n/np elements, one more when r < n % np, and starting at
+ * r (n/np) + min(r, n % np). The same cut as lecture 1's chunks.
+ */
+void xt_block(int n, int np, int r, int *lo, int *count);
+
+/*
+ * RMSNorm over the last dimension: rstd[i] = 1/sqrt(mean_j x[i,j]^2 + eps),
+ * y[i,j] = x[i,j] rstd[i] gamma[j]. Backward: dx overwritten, dgamma +=
+ * sum over rows of dy x rstd; rstd is the forward's.
+ */
+void xt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *gamma, int rows, int d,
+                        float eps);
+void xt_rmsnorm_backward(float *dx, float *dgamma, const float *dy, const float *x,
+                         const float *gamma, const float *rstd, int rows, int d);
+
+/* silu(x) = x sigmoid(x); backward dx = dy silu'(x), x the forward's input; dx may be dy. */
+void xt_silu_forward(float *y, const float *x, long n);
+void xt_silu_backward(float *dx, const float *dy, const float *x, long n);
+
+/*
+ * The SwiGLU MLP: g = x Wg, u = x Wu (rows x ff), h = silu(g) * u, y = h Wd
+ * (rows x d). Wg, Wu: d x ff; Wd: ff x d. Forward keeps g, u and h (caller's
+ * buffers, rows x ff each) for backward: dx overwritten; dwg, dwu, dwd +=.
+ * With ff a block of the hidden columns (and Wd's matching rows), this is
+ * one rank's part of a tensor-parallel MLP: y and dx are then partial sums.
+ */
+void xt_swiglu_forward(float *y, float *g, float *u, float *h, const float *x, const float *wg,
+                       const float *wu, const float *wd, int rows, int d, int ff);
+void xt_swiglu_backward(float *dx, float *dwg, float *dwu, float *dwd, const float *dy,
+                        const float *x, const float *g, const float *u, const float *h,
+                        const float *wg, const float *wu, const float *wd, int rows, int d,
+                        int ff);
+
+/*
+ * Causal grouped-query self-attention over `batch` sequences of T tokens.
+ * q: (batch T) x (hq hd), head j in columns j hd .. j hd + hd - 1; k, v:
+ * (batch T) x (hkv hd); hkv divides hq and query head j reads KV head
+ * j / (hq / hkv). Scores q.k / sqrt(hd), position t attending to 0 .. t
+ * of its own sequence. out: (batch T) x (hq hd); lse: batch x hq x T, the
+ * log-sum-exp of each row of scaled scores (natural log). Backward: dq, dk,
+ * dv overwritten (any may be NULL), from out and lse (no T x T matrix kept).
+ */
+void xt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                          int batch, int T, int hq, int hkv, int hd);
+void xt_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                           const float *k, const float *v, const float *out, const float *lse,
+                           int batch, int T, int hq, int hkv, int hd);
+
+/* y[i] = table[tokens[i]] (n x d); backward dtable[tokens[i]] += dy[i] (repeats add up). */
+void xt_embedding_forward(float *y, const int *tokens, int n, const float *table, int d);
+void xt_embedding_backward(float *dtable, const int *tokens, int n, const float *dy, int d);
+
+/*
+ * A decoder block (pre-norm, as Llama):
+ *     a = x + attention(rmsnorm(x; norm1) Wq, . Wk, . Wv) Wo
+ *     y = a + swiglu(rmsnorm(a; norm2); Wg, Wu, Wd)
+ * Its parameters lie flat in this order (xt_decoder_layout gives the
+ * offsets): norm1 (d), Wq (d x hq hd), Wk (d x hkv hd), Wv (d x hkv hd),
+ * Wo (hq hd x d), norm2 (d), Wg (d x ff), Wu (d x ff), Wd (ff x d).
+ */
+typedef struct {
+    int d, hq, hkv, hd, ff;
+    float eps;
+} xt_decoder_shape;
+
+typedef struct {
+    long norm1, wq, wk, wv, wo, norm2, wg, wu, wd, total;
+} xt_decoder_layout;
+
+xt_decoder_layout xt_decoder_layout_of(const xt_decoder_shape *s);
+
+/* What forward keeps for backward: xt_alloc'd activations (XT_MEM_ACTIVATIONS). */
+typedef struct xt_decoder_cache xt_decoder_cache;
+
+/* Forward of batch x T tokens, x and y (batch T) x d; returns the cache backward needs. */
+xt_decoder_cache *xt_decoder_forward(float *y, const float *x, const float *params,
+                                     const xt_decoder_shape *s, int batch, int T);
+/* dx overwritten; dparams += (same flat layout); frees the cache. */
+void xt_decoder_backward(float *dx, float *dparams, const float *dy, const float *params,
+                         xt_decoder_cache *cache);
+
 #ifdef __cplusplus
 }
 #endif

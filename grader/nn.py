@@ -224,6 +224,15 @@ def is_bf16(x):
     return (np.asarray(x, dtype=np.float32).view(np.uint32) & 0xffff) == 0
 
 
+# --------------------------------------------------------- transformer pieces
+
+def block(n, np_, r):
+    """xt_block: (lo, count) of block r when n elements are cut into np_ blocks, the
+    first n % np_ one element longer."""
+    base, extra = divmod(n, np_)
+    return r * base + min(r, extra), base + (1 if r < extra else 0)
+
+
 # ------------------------------------------------ the reference's own check
 
 def finite_difference_check(rng, trials=12):

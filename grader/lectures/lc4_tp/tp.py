@@ -1,0 +1,114 @@
+"""What lecture 4's tests share: the split rule's blocks, the exact collective
+budgets checked through PMPI, and bit-identical replicated outputs.
+
+A tensor-parallel layer's communication is fully determined: which
+collective, how many times, how many floats each, on which communicator. So
+the rules here are exact, never "at most": one extra all-reduce is a second
+layer's worth of traffic, and one on MPI_COMM_WORLD is a bug that only a
+run on a sub-communicator shows.
+"""
+
+import numpy as np
+
+import nn
+from spec import amount, bit_differences, hinted
+
+# Calls that communicate; local queries (MPI_Comm_rank, MPI_Type_size, ...) are free.
+COMMUNICATING = ("p2p", "coll", "comm", "rma")
+
+
+def block(n, np_, r):
+    """(lo, count) of rank r's block of n: xt_block's rule."""
+    return nn.block(n, np_, r)
+
+
+def blocks(n, np_):
+    """Every rank's (lo, count), in rank order."""
+    return [nn.block(n, np_, r) for r in range(np_)]
+
+
+def columns(a, np_, r):
+    """Rank r's column block of a 2-D array, contiguous."""
+    lo, count = nn.block(a.shape[1], np_, r)
+    return np.ascontiguousarray(a[:, lo:lo + count])
+
+
+def rows_of(a, np_, r):
+    """Rank r's row block of an array."""
+    lo, count = nn.block(a.shape[0], np_, r)
+    return np.ascontiguousarray(a[lo:lo + count])
+
+
+# --------------------------------------------------------------------- rules
+
+def no_communication(what):
+    """No call that communicates (point-to-point, collective, communicator, one-sided)."""
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            used = sorted(fn for fn, st in rec.calls.items()
+                          if st.kind in COMMUNICATING and st.calls)
+            if used:
+                out.append((r, f"rank {r} called {', '.join(used)}: {what} makes no MPI call "
+                               f"(local queries such as MPI_Comm_rank are fine)"))
+        return out
+    return hinted(rule, f"{what} needs nothing from the other ranks: every input it reads is "
+                        f"already on this rank")
+
+
+def describe(calls):
+    """'MPI_Allreduce of 24 floats, MPI_Allreduce of 24 floats' (or 'none')."""
+    return ", ".join(f"{fn} of {amount(n, ' floats')}" + ("" if comm == "case" else
+                                                          f" on {comm_name(comm)}")
+                     for fn, n, comm in calls) or "none"
+
+
+def comm_name(comm):
+    return {"world": "MPI_COMM_WORLD", "self": "MPI_COMM_SELF",
+            "other": "a communicator of its own"}.get(comm, "the case's communicator")
+
+
+def collectives_exactly(expected, formula):
+    """Each rank's communication is exactly the collectives expected(case, inputs, rank)
+    gives, a list of (MPI function, floats sent), in that order, on the case's
+    communicator, and nothing else: no other collective, no point-to-point message.
+    `formula` says where the expected list comes from ("one all-reduce of rows*in: dx")."""
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            want = [(fn, n, "case") for fn, n in expected(case, inputs, r)]
+            got = [(e.fn, e.bytes // 4, e.comm) for e in rec.events if e.dir == "C"]
+            p2p = sorted({e.fn for e in rec.events if e.dir in "SR"})
+            if got == want and not p2p:
+                continue
+            if p2p:
+                out.append((r, f"rank {r} called {', '.join(p2p)}: this layer communicates "
+                               f"only through {describe(want)} ({formula})"))
+            elif any(c != "case" for _, _, c in got):
+                fn, n, c = next(x for x in got if x[2] != "case")
+                out.append((r, f"rank {r} called {fn} on {comm_name(c)}: use the comm "
+                               f"argument, the group the layer is split over (the grader runs "
+                               f"each case on a sub-communicator)"))
+            else:
+                out.append((r, f"rank {r} made {describe(got)}; the layer needs exactly "
+                               f"{describe(want)} ({formula})"))
+        return out[:1]
+    return rule
+
+
+def identical_on_ranks(names, why):
+    """A check: outputs `names` (those present) are bit for bit rank 0's on every rank."""
+    def check(case, inputs, outs):
+        for name in names:
+            ref = outs[0].get(name)
+            for r in range(1, case.np):
+                got = outs[r].get(name)
+                if ref is None or got is None or got.shape != ref.shape:
+                    continue  # the value comparison reports missing outputs
+                diff = bit_differences(got, ref)
+                if diff:
+                    i, k = diff
+                    return [(r, f"rank {r}'s {name}[{i}] is {got.flat[i]!r} but rank 0's is "
+                                f"{ref.flat[i]!r} ({k} of {got.size} differ): {why}")]
+        return []
+    return check
