@@ -309,7 +309,7 @@ void xt_train_demo_gather_shards(xt_train_demo *d, const float *shard, long lo, 
 /*
  * The split rule: a dimension of n elements cut into np blocks, block r
  * holding n/np elements, one more when r < n % np, and starting at
- * r (n/np) + min(r, n % np). The same cut as lecture 1's chunks.
+ * r (n/np) + min(r, n % np). The same cut as a ring all-reduce's chunks.
  */
 void xt_block(int n, int np, int r, int *lo, int *count);
 
