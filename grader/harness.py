@@ -734,7 +734,8 @@ class Runner:
                     tol = test.tolerance(case, inp, name, r) if test.tolerance else 0.0
                     if isinstance(tol, spec.Relative):
                         tol = tol.bound(exp)
-                    locate = (lambda n, i: test.locate(case, n, i)) if test.locate else None
+                    locate = ((lambda n, i, r=r: test.locate(case, n, i, r)) if test.locate
+                              else None)
                     msg = compare(name, exp, got, tol, r, locate)
                     if msg:
                         hint = (world_hint(group) or

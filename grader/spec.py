@@ -112,8 +112,8 @@ class Test:
     # (harness.FORBIDDEN_SYMBOLS): [(regex, message with {} for the symbol)].
     forbidden: Sequence = ()
     # Where a flat index of an output lies, for WRONG reports of sharded buffers:
-    # (case, output name, flat index) -> "flat 101: the first element of rank 1's shard ..."
-    # or None.
+    # (case, output name, flat index, rank) -> "flat 101: the first element of rank 1's
+    # shard ...", "row 2, column 5", or None.
     locate: Optional[Callable] = None
     # The program's outputs are put together by libxt, the same on every rank whatever the
     # ranks hold (ZeRO-3's shards): ranks that agree say nothing about the communication.

@@ -153,7 +153,7 @@ hinted(identical_on_all_ranks,
        "after its request has completed")
 
 
-def shard_locator(case, name, index):
+def shard_locator(case, name, index, rank=None):
     """For the ZeRO stages' outputs step<s>_<tensor>: where tensor element `index` lies in
     the flat buffer and in whose shard (ceil(nparams / np) each, rank r from r * shard)."""
     tensor = name.split("_", 1)[-1]
