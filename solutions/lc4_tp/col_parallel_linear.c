@@ -48,9 +48,8 @@ void col_linear_backward(const float *x, const float *w, const float *dy, float 
 {
     /*
      * TODO: dw, db +=; dx all-reduced.
-     *   dw += x^T dy, db += the column sums of dy (NULL: no bias), for this rank's block.
-     *   dx (rows x in, overwritten) = dy W^T, the whole layer's, bit-identical on every rank:
-     *   exactly one MPI_Allreduce of rows*in floats on comm, and no other communication.
+     *   dw += x^T dy, db += column sums of dy (db NULL: no bias); dx (rows x in, overwritten)
+     *   = dy W^T, bit-identical on every rank: exactly one MPI_Allreduce of rows*in floats.
      */
     // BEGIN SOLUTION
     xt_linear_backward(dx, dw, db, dy, x, w, rows, in, out_local);

@@ -7,10 +7,13 @@ compared on every rank, and every collective is checked exactly (which MPI
 function, how many floats, on which communicator) through PMPI.
 """
 
-from lectures.lc4_tp.linear import col_linear_backward, col_linear_forward, col_linear_gather
+from lectures.lc4_tp.linear import (col_linear_backward, col_linear_forward, col_linear_gather,
+                                    row_linear_backward, row_linear_forward)
 
 TITLE = "tensor parallelism"
 
-TESTS = [col_linear_forward, col_linear_backward, col_linear_gather]
+TESTS = [col_linear_forward, col_linear_backward, col_linear_gather,
+         row_linear_forward, row_linear_backward]
 
-DEMOS = {"col_parallel_linear": ["single process x W equal: yes"]}
+DEMOS = {"col_parallel_linear": ["single process x W equal: yes"],
+         "row_parallel_linear": ["single process x W + b equal: yes"]}

@@ -23,10 +23,12 @@ import numpy as np
 
 from spec import NPS, hinted, test
 from lectures.lc4_tp.tp import (block, collectives_exactly, columns, identical_on_ranks,
-                                matmul_tolerance, no_communication, shape_locator)
+                                matmul_tolerance, no_communication, rows_of, shape_locator)
 
-# (rows, in, out): out not divisible by 2, 3, 4 or 8; out < np; out = 1.
+# (rows, in, out): the split dimension (out for the column layer, in for the row layer)
+# not divisible by 2, 3, 4 or 8, smaller than np, 1, and divisible.
 COL_SHAPES = [(3, 5, 7), (1, 4, 9), (4, 16, 13), (2, 3, 2), (5, 6, 1), (2, 8, 12)]
+ROW_SHAPES = [(3, 7, 5), (1, 9, 4), (4, 13, 16), (2, 2, 3), (5, 1, 6), (2, 12, 8)]
 
 
 def linear_label(case):
@@ -35,12 +37,12 @@ def linear_label(case):
             f"{'' if p['bias'] else ' no bias'}")
 
 
-def linear_cases(rng):
+def linear_cases(shapes):
     out = []
     for n in NPS:
         if n == 5:
             continue
-        for k, (rows, inp, o) in enumerate(COL_SHAPES):
+        for k, (rows, inp, o) in enumerate(shapes):
             out.append({"np": n, "rows": rows, "in": inp, "out": o, "bias": int(k % 3 != 1)})
     return out
 
@@ -166,7 +168,7 @@ DX_IDENTICAL = hinted(
       rules=[no_communication("the column-parallel forward")],
       hint="y_r = x W_r + b_r: the rank's own columns; x is whole on every rank")
 def col_linear_forward(rng):
-    return linear_cases(rng)
+    return linear_cases(COL_SHAPES)
 
 
 @test("col_parallel_linear", points=6, inputs=col_inputs, reference=col_reference,
@@ -177,7 +179,7 @@ def col_linear_forward(rng):
       hint="dW_r += x^T dy_r and db_r += the column sums of dy_r stay local; "
            "dx = dy_r W_r^T is only this block's share: all-reduce it (SUM) over comm")
 def col_linear_backward(rng):
-    return linear_cases(rng)
+    return linear_cases(COL_SHAPES)
 
 
 @test("col_parallel_linear", points=4, inputs=col_inputs, reference=col_reference,
@@ -191,7 +193,105 @@ def col_linear_backward(rng):
            "floats in y: gather the blocks contiguously, then copy each row of each block "
            "to its columns")
 def col_linear_gather(rng):
-    return linear_cases(rng)
+    return linear_cases(COL_SHAPES)
 
 
 
+
+
+# -------------------------------------------------------------- row-parallel
+
+def row_inputs(case, rng):
+    """x and W of the whole layer cut into x's column blocks and W's row blocks; b, dy and
+    db0 whole, shared by every rank (a replicated bias and its gradient are the same on
+    every rank, and so is the output gradient each rank continues from)."""
+    L = full_layer(case, rng)
+    n = case.np
+    inputs = {"x": [columns(L["x"], n, r).reshape(-1) for r in range(n)],
+              "w": [rows_of(L["w"], n, r).reshape(-1) for r in range(n)]}
+    if case["fn"] == "row_linear_forward":
+        inputs["b"] = L["b"]
+    else:
+        inputs.update(dy=L["dy"].reshape(-1), db=L["db0"],
+                      dw=[rows_of(L["dw0"], n, r).reshape(-1) for r in range(n)])
+    if not case["bias"]:
+        inputs.pop("b", None)
+        inputs.pop("db", None)
+    return inputs
+
+
+def row_whole(case, inputs, absolute=False):
+    """x (rows x in) and W (in x out) of the whole layer, float64, from the blocks."""
+    rows, inp, out = case["rows"], case["in"], case["out"]
+    f = np.abs if absolute else (lambda a: a)
+    x = f(joined_columns(case, inputs, "x", rows))
+    w = f(np.concatenate([inputs["w"][r].astype(np.float64).reshape(-1, out)
+                          for r in range(case.np)], axis=0).reshape(inp, out))
+    return x, w
+
+
+def row_reference(case, inputs):
+    n, out = case.np, case["out"]
+    x, w = row_whole(case, inputs)
+    if case["fn"] == "row_linear_forward":
+        y = x @ w + (inputs["b"].astype(np.float64) if case["bias"] else 0.0)
+        return [{"y": y.reshape(-1)} for _ in range(n)]
+    dy = inputs["dy"].astype(np.float64).reshape(case["rows"], out)
+    dx = dy @ w.T
+    outs = []
+    for r in range(n):
+        lo, hi = span(case["in"], n, r)
+        mine = {"dx": np.ascontiguousarray(dx[:, lo:hi]).reshape(-1),
+                "dw": inputs["dw"][r].astype(np.float64) + (x[:, lo:hi].T @ dy).reshape(-1)}
+        if case["bias"]:
+            mine["db"] = inputs["db"].astype(np.float64) + dy.sum(axis=0)
+        outs.append(mine)
+    return outs
+
+
+def row_tolerance(case, inputs, name, rank):
+    x, w = row_whole(case, inputs, absolute=True)
+    lo, hi = span(case["in"], case.np, rank)
+    if name == "y":
+        return matmul_tolerance(x @ w + (np.abs(inputs["b"]) if case["bias"] else 0.0))
+    dy = np.abs(inputs["dy"].astype(np.float64)).reshape(case["rows"], case["out"])
+    if name == "dx":
+        return matmul_tolerance((dy @ w.T)[:, lo:hi])
+    if name == "dw":
+        return matmul_tolerance(np.abs(inputs["dw"][rank]) + (x[:, lo:hi].T @ dy).reshape(-1))
+    return matmul_tolerance(np.abs(inputs["db"]) + dy.sum(axis=0))
+
+
+def row_shapes(case, name, rank):
+    rows, out = case["rows"], case["out"]
+    local = block(case["in"], case.np, rank)[1]
+    return {"y": (rows, out), "dx": (rows, local), "dw": (local, out)}.get(name)
+
+
+Y_IDENTICAL = hinted(
+    identical_on_ranks(["y"], "the next layer runs on every rank from the same y, so it "
+                              "must be the same sum, bit for bit, with the bias added alike "
+                              "on every rank"),
+    "cause: the ranks hold different outputs: all-reduce the partial products (SUM) so that "
+    "every rank has the same sum, then add the whole bias on every rank")
+
+
+@test("row_parallel_linear", points=6, inputs=row_inputs, reference=row_reference,
+      tolerance=row_tolerance, label=linear_label, facets=linear_facets,
+      locate=shape_locator(row_shapes), check=Y_IDENTICAL, check_first=True,
+      rules=[collectives_exactly(lambda c, i, r: [("MPI_Allreduce", c["rows"] * c["out"])],
+                                 "one all-reduce of rows*out floats: y")],
+      hint="each rank's x_r W_r is one term of x W: all-reduce the terms (SUM), then add b "
+           "once, after the sum")
+def row_linear_forward(rng):
+    return linear_cases(ROW_SHAPES)
+
+
+@test("row_parallel_linear", points=4, inputs=row_inputs, reference=row_reference,
+      tolerance=row_tolerance, label=linear_label, facets=linear_facets,
+      locate=shape_locator(row_shapes),
+      rules=[no_communication("the row-parallel backward")],
+      hint="dy is whole on every rank: dx_r = dy W_r^T, dW_r += x_r^T dy and db += the column "
+           "sums of dy are all local")
+def row_linear_backward(rng):
+    return linear_cases(ROW_SHAPES)
