@@ -69,8 +69,8 @@ void xt_permutation(uint64_t seed, long n, long *out)
 
 /* ---------------------------------------------------------------------- GEMM */
 
-void xt_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-             const float *b, float beta, float *c)
+void xti_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     /*
      * Ranks share the cores: OpenBLAS's own threads would multiply that.
@@ -84,13 +84,20 @@ void xt_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const f
     if (m == 0 || n == 0)
         return;
     if (k == 0) { /* BLAS leaves C alone when k = 0 only with beta = 1 */
-        for (long i = 0; i < (long)m * n; i++)
-            c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+        for (long i = 0; i < m; i++)
+            for (long j = 0; j < n; j++)
+                c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
         return;
     }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, trans_a ? m : k, b,
-                trans_b ? k : n, beta, c, n);
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void xt_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+             const float *b, float beta, float *c)
+{
+    xti_gemm_ld(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c,
+                n);
 }
 
 /* -------------------------------------------------------------------- layers */

@@ -385,7 +385,10 @@ void xti_record_begin(void); /* a case begins: counters, notes and memory peaks 
 void xti_record_write(const char *path, double seconds);
 
 /* nn.c */
-/* (nothing internal) */
+/* xt_gemm with leading dimensions: row r of A starts at a + r lda (likewise B and C), so
+ * that a block of columns (one attention head) is multiplied in place. */
+void xti_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
 /* ----------------------------------------------------------------- layer 5 */
 

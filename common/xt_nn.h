@@ -338,8 +338,7 @@ void xt_swiglu_forward(float *y, float *g, float *u, float *h, const float *x, c
                        const float *wu, const float *wd, int rows, int d, int ff);
 void xt_swiglu_backward(float *dx, float *dwg, float *dwu, float *dwd, const float *dy,
                         const float *x, const float *g, const float *u, const float *h,
-                        const float *wg, const float *wu, const float *wd, int rows, int d,
-                        int ff);
+                        const float *wg, const float *wu, const float *wd, int rows, int d, int ff);
 
 /*
  * Causal grouped-query self-attention over `batch` sequences of T tokens.
@@ -356,9 +355,13 @@ void xt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                            const float *k, const float *v, const float *out, const float *lse,
                            int batch, int T, int hq, int hkv, int hd);
 
-/* y[i] = table[tokens[i]] (n x d); backward dtable[tokens[i]] += dy[i] (repeats add up). */
-void xt_embedding_forward(float *y, const int *tokens, int n, const float *table, int d);
-void xt_embedding_backward(float *dtable, const int *tokens, int n, const float *dy, int d);
+/*
+ * y[i] = table[tokens[i]] (n x d, table vocab x d); backward dtable[tokens[i]]
+ * += dy[i] (repeats add up). A token outside 0 .. vocab-1 stops the run.
+ */
+void xt_embedding_forward(float *y, const int *tokens, int n, const float *table, int vocab, int d);
+void xt_embedding_backward(float *dtable, const int *tokens, int n, const float *dy, int vocab,
+                           int d);
 
 /*
  * A decoder block (pre-norm, as Llama):

@@ -227,6 +227,7 @@ def generate(d, rng):
     generate_bf16(c, rng)
     generate_adam(c, rng, normal)
     generate_layers(c, rng, normal)
+    generate_transformer(c, rng, normal)
     c.write()
     return c.cases
 
@@ -299,6 +300,64 @@ def generate_layers(c, rng, normal):
                              seed=int(rng.integers(0, 1 << 62)), drop=(t + t // 4) % 2,
                              scale=[1.0, 0.5, 2.0, 0.3][t % 4]), **inputs)
 
+
+def generate_transformer(c, rng, normal):
+    """Cases for the transformer pieces: T = 1, batch > 1, hq/hkv in {1, 2, 4}, odd head
+    sizes, T past the C side's query block (32), repeated tokens, the table's first and
+    last rows. Accumulated gradients start nonzero (the *0 arrays)."""
+    for t in range(8):
+        rows, d = [0, 1, 5, 3, 7, 2, 40, 4][t], [1, 4, 7, 16, 3, 9, 33, 5][t]
+        x = normal(rows, d) * [1.0, 1.0, 3.0, 0.01, 1.0, 1.0, 1.0, 100.0][t]
+        c.add("rmsnorm", dict(rows=rows, d=d, eps=[1e-5, 1e-6, 1e-5, 1e-3, 0.1, 1e-5, 1e-6,
+                                                    1e-5][t],
+                              null=["-", "dx", "dgamma", "-"][t % 4]),
+              x=x, gamma=normal(d), dy=normal(rows, d), dgamma0=normal(d))
+    special = [0.0, -0.0, 1e-8, -1e-8, 1.0, -1.0, 5.0, -5.0, 20.0, -20.0, 100.0, -100.0, 1e4,
+               -1e4]
+    x = np.concatenate([f32(special), normal(300) * 4])
+    c.add("silu", {}, x=x, dy=normal(x.size))
+    for t in range(8):
+        rows, d, ff = [(1, 1, 1), (3, 4, 5), (7, 5, 3), (0, 3, 4), (5, 8, 13), (2, 6, 0),
+                       (16, 12, 20), (4, 3, 7)][t]
+        c.add("swiglu", dict(rows=rows, d=d, ff=ff, null=["-", "-", "dx", "dwg,dwd", "-", "-",
+                                                          "dwu", "-"][t]),
+              x=normal(rows, d), wg=normal(d, ff) / np.sqrt(d), wu=normal(d, ff) / np.sqrt(d),
+              wd=normal(ff, d) / np.sqrt(max(ff, 1)), dy=normal(rows, d),
+              dwg0=normal(d, ff), dwu0=normal(d, ff), dwd0=normal(ff, d))
+    gqa = [(1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4)]
+    for t in range(16):
+        hq, hkv = gqa[t % len(gqa)]
+        batch = [1, 2, 3][t % 3]
+        T = [1, 2, 5, 9, 33, 70][t % 6] if t < 12 else int(rng.integers(1, 40))
+        hd = [1, 3, 5, 8, 2, 7][t // 2 % 6]
+        null = ["-", "-", "dq", "dk", "dv", "dk,dv", "dq,dk,dv", "-"][t % 8]
+        n = batch * T
+        c.add("attention", dict(batch=batch, T=T, hq=hq, hkv=hkv, hd=hd, null=null),
+              q=normal(n, hq * hd) * 1.5, k=normal(n, hkv * hd) * 1.5, v=normal(n, hkv * hd),
+              dout=normal(n, hq * hd))
+    c.add("attention", dict(batch=0, T=4, hq=2, hkv=1, hd=3, null="-"), q=f32(np.zeros((0, 6))),
+          k=f32(np.zeros((0, 3))), v=f32(np.zeros((0, 3))), dout=f32(np.zeros((0, 6))))
+    for t in range(5):
+        vocab, d, n = [(64, 4, 12), (1, 3, 5), (7, 1, 1), (50, 6, 40), (10, 2, 0)][t]
+        tokens = rng.integers(0, vocab, n).astype(np.int32)
+        if n >= 4:  # the first and last rows, and a token repeated
+            tokens[:4] = [0, vocab - 1, tokens[4 % n], tokens[4 % n]]
+        c.add("embedding", dict(vocab=vocab, d=d), tokens=tokens, table=normal(vocab, d),
+              dy=normal(n, d), dtable0=normal(vocab, d))
+    for t in range(6):
+        batch, T, d, hq, hkv, hd, ff = [(2, 5, 8, 4, 2, 3, 12), (1, 1, 6, 2, 1, 5, 7),
+                                        (3, 4, 5, 4, 4, 2, 9), (2, 37, 16, 4, 1, 4, 24),
+                                        (1, 6, 4, 1, 1, 1, 3), (2, 3, 6, 2, 2, 3, 5)][t]
+        m = nn.Decoder(d, hq, hkv, hd, ff)
+        params = normal(m.nparams)
+        for name, off, shape in m.tensors:
+            size = int(np.prod(shape))
+            params[off:off + size] = (1 + 0.1 * params[off:off + size] if name.startswith("norm")
+                                      else params[off:off + size] / np.sqrt(shape[0]))
+        n = batch * T
+        c.add("decoder", dict(batch=batch, T=T, d=d, hq=hq, hkv=hkv, hd=hd, ff=ff, eps=1e-5,
+                              null=["-", "-", "dx", "dparams", "-", "-"][t]),
+              x=normal(n, d), w=params, dy=normal(n, d), dparams0=normal(m.nparams))
 
 # ------------------------------------------------------------------- judging
 
@@ -555,6 +614,108 @@ def judge_layers(p, x, out):
     return problems
 
 
+# The transformer pieces, float32 against float64, whole tensors: |got - ref| <= rtol
+# max(1, max |ref|), like the MLP (TRANSFORMER_RTOL below, measured).
+
+
+def close(what, got, ref, rtol):
+    ref = np.asarray(ref, dtype=np.float64)
+    return compare(what, got, ref, rtol * max(1.0, float(np.abs(ref).max()) if ref.size else 1.0))
+
+
+def nulls(p):
+    return p["null"].split(",")
+
+
+def judge_rmsnorm(p, x, out):
+    xs, gamma, dy, dg0 = (x[n].astype(np.float64) for n in ("x", "gamma", "dy", "dgamma0"))
+    eps = float(np.float32(p["eps"]))
+    y, rstd = nn.rmsnorm_forward(xs, gamma, eps)
+    dx, dg = nn.rmsnorm_backward(dy, xs, gamma, rstd)
+    rtol = TRANSFORMER_RTOL["rmsnorm"]
+    return [close("y", out("y"), y, rtol), close("rstd", out("rstd"), rstd, rtol),
+            close("dx (overwritten)", out("dx"), np.full(dx.shape, np.nan)
+                  if "dx" in nulls(p) else dx, rtol),
+            close("dgamma (+=)", out("dgamma"), dg0 if "dgamma" in nulls(p) else dg0 + dg, rtol)]
+
+
+def judge_silu(p, x, out):
+    xs, dy = x["x"].astype(np.float64), x["dy"].astype(np.float64)
+    y, dx = nn.silu_forward(xs), nn.silu_backward(dy, xs)
+    return [compare("forward", out("y"), y, elem_tol(y, 1 + np.abs(xs))),
+            compare("backward", out("dx"), dx, elem_tol(dx, np.abs(dy) * (1 + np.abs(xs)))),
+            compare("backward in place (dx = dy)", out("dx_inplace"), dx,
+                    elem_tol(dx, np.abs(dy) * (1 + np.abs(xs))))]
+
+
+def judge_swiglu(p, x, out):
+    xs, wg, wu, wd, dy = (x[n].astype(np.float64) for n in ("x", "wg", "wu", "wd", "dy"))
+    y, kept = nn.swiglu_forward(xs, wg, wu, wd)
+    grads = nn.swiglu_backward(dy, xs, wg, wu, wd, kept)
+    rtol = TRANSFORMER_RTOL["swiglu"]
+    problems = [close("y", out("y"), y, rtol)]
+    problems += [close(f"{n} (kept for backward)", out(n), v, rtol) for n, v in zip("guh", kept)]
+    dx = np.full(xs.shape, np.nan) if "dx" in nulls(p) else grads[0]
+    problems.append(close("dx (overwritten)", out("dx"), dx, rtol))
+    for name, g in zip(("dwg", "dwu", "dwd"), grads[1:]):
+        g0 = x[f"{name}0"].astype(np.float64)
+        problems.append(close(f"{name} (+=)", out(name), g0 if name in nulls(p) else g0 + g,
+                              rtol))
+    return problems
+
+
+def judge_attention(p, x, out):
+    shape = [p[k] for k in ("batch", "T", "hq", "hkv", "hd")]
+    batch, T, hq, hkv, hd = shape
+    q, k, v, dout = (x[n].astype(np.float64) for n in ("q", "k", "v", "dout"))
+    o, lse = nn.attention_forward(q, k, v, *shape)
+    rtol = TRANSFORMER_RTOL["attention"]
+    problems = [close("out", out("out"), o, rtol),
+                close("lse", out("lse"), lse.reshape(batch, hq * T), rtol)]
+    grads = nn.attention_backward(dout, q, k, v, o, lse, *shape)
+    for name, g in zip(("dq", "dk", "dv"), grads):
+        if name in nulls(p):
+            g = np.full(g.shape, np.nan)  # not written: the NaN it started as
+        problems.append(close(f"{name} (overwritten)", out(name), g, rtol))
+    return problems
+
+
+def judge_embedding(p, x, out):
+    tokens, table = x["tokens"], x["table"]
+    dy, dt0 = x["dy"].astype(np.float64), x["dtable0"].astype(np.float64)
+    dt = nn.embedding_backward(tokens, dy, p["vocab"])
+    size = np.abs(dt0) + nn.embedding_backward(tokens, np.abs(dy), p["vocab"])
+    return [exact("y (rows of the table)", out("y"), table[tokens]),
+            compare("dtable (+=, repeats add up)", out("dtable"), dt0 + dt, elem_tol(0, size))]
+
+
+def judge_decoder(p, x, out):
+    m = nn.Decoder(p["d"], p["hq"], p["hkv"], p["hd"], p["ff"], float(np.float32(p["eps"])))
+    lay = m.layout()
+    want = np.array([lay[n] for n in ("norm1", "wq", "wk", "wv", "wo", "norm2", "wg", "wu", "wd",
+                                      "total")], np.int64)
+    problems = [exact("xt_decoder_layout_of", out("layout"), want)]
+    dy, g0 = x["dy"].astype(np.float64), x["dparams0"].astype(np.float64)
+    y, cache = m.forward(x["w"], x["x"], p["batch"], p["T"])
+    dx, g = m.backward(dy, cache)
+    rtol = TRANSFORMER_RTOL["decoder"]
+    problems.append(close("y", out("y"), y, rtol))
+    problems.append(close("dx (overwritten)", out("dx"),
+                          np.full(dx.shape, np.nan) if "dx" in nulls(p) else dx, rtol))
+    got = out("dparams")
+    total = g0 if "dparams" in nulls(p) else g0 + g
+    for name, off, shape in m.tensors:
+        size = int(np.prod(shape))
+        problems.append(close(f"d{name} (+=)", got[off:off + size], total[off:off + size], rtol))
+    return problems
+
+
+# float32 against float64, in units of max(1, max |ref|) per tensor. Measured over seed
+# 20261122 and 30 others (grader/nntest.py --measure): worst RMSNORM_W for RMSNorm,
+# SWIGLU_W for SwiGLU, ATTN_W for attention, DEC_W for the decoder block. The checks allow
+# about ten times that; a wrong head, mask, scale or missing factor is off by 1e-2 or more.
+TRANSFORMER_RTOL = {"rmsnorm": 1e-5, "swiglu": 1e-5, "attention": 1e-5, "decoder": 1e-5}
+
 def judge(cases, d, kinds=None):
     """Problems of the C outputs in d against nn.py, one line each."""
     problems = []
@@ -592,6 +753,9 @@ OUT_OF_ORDER = {
     "backward_before_loss": r"xt_mlp_backward_layer\(1\): no backward under way: call "
                             r"xt_mlp_loss_grad",
     "backward_skip": r"xt_mlp_backward_layer\(0\): .* layer 1 is next",
+    "embedding_range": r"xt_embedding_forward: token 97 at position 3 is outside the table's "
+                       r"0\.\.63",
+    "gqa_heads": r"xt_attention_forward: hkv=2 KV heads do not divide hq=3 query heads",
 }
 
 
@@ -600,7 +764,7 @@ def out_of_order(exe=EXE):
     One rank, started directly (no mpirun: its abort alone takes a second)."""
     def one(mode):
         r = launch.run([exe, "--die", mode], timeout=60)
-        pattern = r"\[xt\] rank 0 ERROR: common/nn\.c:\d+: " + OUT_OF_ORDER[mode]
+        pattern = r"\[xt\] rank 0 ERROR: common/(nn|transformer)\.c:\d+: " + OUT_OF_ORDER[mode]
         if r.returncode != 0 and re.search(pattern, r.output):
             return None
         said = [ln for ln in r.output.splitlines() if "ERROR" in ln or "SURVIVED" in ln]

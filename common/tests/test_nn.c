@@ -23,6 +23,15 @@
  *     bf16     x                       y y_array y_inplace finite_each finite_all
  *     adam     p g m0 v0               p_steps (after each step) m v
  *     layers   g0 x0 t0 x1 t1          ranges y0 y1 loss grads
+ *     rmsnorm  x gamma dy dgamma0      y rstd dx dgamma
+ *     silu     x dy                    y dx dx_inplace
+ *     swiglu   x wg wu wd dy dw*0      y g u h dx dwg dwu dwd
+ *     attention q k v dout             out lse dq dk dv
+ *     embedding tokens table dy dtable0  y dtable
+ *     decoder  x w dy dparams0         layout y dx dparams
+ *
+ * Gradients that accumulate start from the case's *0 arrays (nonzero), so
+ * that = where += belongs shows; null=a,b passes those gradients as NULL.
  *
  * The judging happens in Python, where the reference is; this side checks
  * only what NumPy cannot see (the hook's model pointer, the names of
@@ -34,7 +43,9 @@
  *     test_nn --die MODE  calls the layer API out of order, which must stop
  *                         the run with a clear message (nntest.py checks it):
  *                         forward_skip forward_past_end loss_early
- *                         backward_before_loss backward_skip
+ *                         backward_before_loss backward_skip; and the
+ *                         transformer pieces' dimension checks:
+ *                         embedding_range gqa_heads
  */
 #include "xt_harness.h"
 
@@ -601,6 +612,184 @@ static void run_layers(const test_case *c)
     xt_mlp_free(&byl);
 }
 
+/* ------------------------------------------------- transformer pieces */
+
+/* A gradient the case names in null= is passed as NULL; otherwise `buf`. */
+static float *unless_null(const test_case *c, const char *name, float *buf)
+{
+    const char *null = param(c, "null");
+    size_t n = strlen(name);
+    for (const char *p = null; (p = strstr(p, name)); p += n)
+        if ((p == null || p[-1] == ',') && (p[n] == ',' || p[n] == '\0'))
+            return NULL;
+    return buf;
+}
+
+static void run_rmsnorm(const test_case *c)
+{
+    int rows = (int)iparam(c, "rows"), d = (int)iparam(c, "d");
+    xt_array x, gamma, dy, dgamma;
+    floats(c, "x", &x);
+    floats(c, "gamma", &gamma);
+    floats(c, "dy", &dy);
+    floats(c, "dgamma0", &dgamma);
+    float *y = nans((long)rows * d), *rstd = nans(rows), *dx = nans((long)rows * d);
+    xt_rmsnorm_forward(y, rstd, x.data, gamma.data, rows, d, fparam(c, "eps"));
+    xt_rmsnorm_backward(unless_null(c, "dx", dx), unless_null(c, "dgamma", dgamma.data), dy.data,
+                        x.data, gamma.data, rstd, rows, d);
+    save(c, "y", y, XT_F32, rows, d);
+    save(c, "rstd", rstd, XT_F32, rows, -1);
+    save(c, "dx", dx, XT_F32, rows, d);
+    save(c, "dgamma", dgamma.data, XT_F32, d, -1);
+    free(y);
+    free(rstd);
+    free(dx);
+    xt_array *all[] = {&x, &gamma, &dy, &dgamma};
+    for (int i = 0; i < 4; i++)
+        xt_array_free(all[i]);
+}
+
+static void run_silu(const test_case *c)
+{
+    xt_array x, dy;
+    floats(c, "x", &x);
+    floats(c, "dy", &dy);
+    long n = x.count;
+    float *y = nans(n), *dx = nans(n), *inplace = xt_malloc(sizeof(float) * (size_t)(n + 1));
+    xt_silu_forward(y, x.data, n);
+    xt_silu_backward(dx, dy.data, x.data, n);
+    memcpy(inplace, dy.data, sizeof(float) * (size_t)n);
+    xt_silu_backward(inplace, inplace, x.data, n); /* documented: dx may be dy */
+    save(c, "y", y, XT_F32, n, -1);
+    save(c, "dx", dx, XT_F32, n, -1);
+    save(c, "dx_inplace", inplace, XT_F32, n, -1);
+    free(y);
+    free(dx);
+    free(inplace);
+    xt_array_free(&x);
+    xt_array_free(&dy);
+}
+
+static void run_swiglu(const test_case *c)
+{
+    int rows = (int)iparam(c, "rows"), d = (int)iparam(c, "d"), ff = (int)iparam(c, "ff");
+    xt_array x, wg, wu, wd, dy, dwg, dwu, dwd;
+    floats(c, "x", &x);
+    floats(c, "wg", &wg);
+    floats(c, "wu", &wu);
+    floats(c, "wd", &wd);
+    floats(c, "dy", &dy);
+    floats(c, "dwg0", &dwg);
+    floats(c, "dwu0", &dwu);
+    floats(c, "dwd0", &dwd);
+    long nh = (long)rows * ff;
+    float *y = nans((long)rows * d), *g = nans(nh), *u = nans(nh), *h = nans(nh);
+    float *dx = nans((long)rows * d);
+    xt_swiglu_forward(y, g, u, h, x.data, wg.data, wu.data, wd.data, rows, d, ff);
+    xt_swiglu_backward(unless_null(c, "dx", dx), unless_null(c, "dwg", dwg.data),
+                       unless_null(c, "dwu", dwu.data), unless_null(c, "dwd", dwd.data), dy.data,
+                       x.data, g, u, h, wg.data, wu.data, wd.data, rows, d, ff);
+    save(c, "y", y, XT_F32, rows, d);
+    save(c, "g", g, XT_F32, rows, ff);
+    save(c, "u", u, XT_F32, rows, ff);
+    save(c, "h", h, XT_F32, rows, ff);
+    save(c, "dx", dx, XT_F32, rows, d);
+    save(c, "dwg", dwg.data, XT_F32, d, ff);
+    save(c, "dwu", dwu.data, XT_F32, d, ff);
+    save(c, "dwd", dwd.data, XT_F32, ff, d);
+    float *own[] = {y, g, u, h, dx};
+    for (int i = 0; i < 5; i++)
+        free(own[i]);
+    xt_array *all[] = {&x, &wg, &wu, &wd, &dy, &dwg, &dwu, &dwd};
+    for (int i = 0; i < 8; i++)
+        xt_array_free(all[i]);
+}
+
+static void run_attention(const test_case *c)
+{
+    int batch = (int)iparam(c, "batch"), T = (int)iparam(c, "T"), hq = (int)iparam(c, "hq"),
+        hkv = (int)iparam(c, "hkv"), hd = (int)iparam(c, "hd");
+    xt_array q, k, v, dout;
+    floats(c, "q", &q);
+    floats(c, "k", &k);
+    floats(c, "v", &v);
+    floats(c, "dout", &dout);
+    long rows = (long)batch * T;
+    float *out = nans(rows * hq * hd), *lse = nans(rows * hq), *dq = nans(rows * hq * hd);
+    float *dk = nans(rows * hkv * hd), *dv = nans(rows * hkv * hd);
+    xt_attention_forward(out, lse, q.data, k.data, v.data, batch, T, hq, hkv, hd);
+    xt_attention_backward(unless_null(c, "dq", dq), unless_null(c, "dk", dk),
+                          unless_null(c, "dv", dv), dout.data, q.data, k.data, v.data, out, lse,
+                          batch, T, hq, hkv, hd);
+    save(c, "out", out, XT_F32, rows, (long)hq * hd);
+    save(c, "lse", lse, XT_F32, batch, (long)hq * T);
+    save(c, "dq", dq, XT_F32, rows, (long)hq * hd);
+    save(c, "dk", dk, XT_F32, rows, (long)hkv * hd);
+    save(c, "dv", dv, XT_F32, rows, (long)hkv * hd);
+    float *own[] = {out, lse, dq, dk, dv};
+    for (int i = 0; i < 5; i++)
+        free(own[i]);
+    xt_array *all[] = {&q, &k, &v, &dout};
+    for (int i = 0; i < 4; i++)
+        xt_array_free(all[i]);
+}
+
+static void run_embedding(const test_case *c)
+{
+    int vocab = (int)iparam(c, "vocab"), d = (int)iparam(c, "d");
+    xt_array tokens = load(c, "tokens", XT_I32), table, dy, dtable;
+    floats(c, "table", &table);
+    floats(c, "dy", &dy);
+    floats(c, "dtable0", &dtable);
+    int n = (int)tokens.count;
+    float *y = nans((long)n * d);
+    xt_embedding_forward(y, tokens.data, n, table.data, vocab, d);
+    xt_embedding_backward(dtable.data, tokens.data, n, dy.data, vocab, d);
+    save(c, "y", y, XT_F32, n, d);
+    save(c, "dtable", dtable.data, XT_F32, vocab, d);
+    free(y);
+    xt_array *all[] = {&tokens, &table, &dy, &dtable};
+    for (int i = 0; i < 4; i++)
+        xt_array_free(all[i]);
+}
+
+static void run_decoder(const test_case *c)
+{
+    xt_decoder_shape s = {(int)iparam(c, "d"),  (int)iparam(c, "hq"), (int)iparam(c, "hkv"),
+                          (int)iparam(c, "hd"), (int)iparam(c, "ff"), fparam(c, "eps")};
+    int batch = (int)iparam(c, "batch"), T = (int)iparam(c, "T");
+    xt_decoder_layout l = xt_decoder_layout_of(&s);
+    int64_t layout[10] = {l.norm1, l.wq, l.wk, l.wv, l.wo, l.norm2, l.wg, l.wu, l.wd, l.total};
+    save(c, "layout", layout, XT_I64, 10, -1);
+    xt_array x, params, dy, dparams;
+    floats(c, "x", &x);
+    floats(c, "w", &params);
+    floats(c, "dy", &dy);
+    floats(c, "dparams0", &dparams);
+    XT_CHECK(params.count == l.total, "case %d: %ld parameters, the layout says %ld", c->id,
+             params.count, l.total);
+    long n = (long)batch * T * s.d;
+    float *y = nans(n), *dx = nans(n);
+    size_t before = xt_mem_current(XT_MEM_ACTIVATIONS);
+    xt_decoder_cache *cache = xt_decoder_forward(y, x.data, params.data, &s, batch, T);
+    size_t kept = xt_mem_current(XT_MEM_ACTIVATIONS) - before;
+    if (n && !kept)
+        FAIL("case %d: xt_decoder_forward kept no activations (XT_MEM_ACTIVATIONS)", c->id);
+    xt_decoder_backward(unless_null(c, "dx", dx), unless_null(c, "dparams", dparams.data), dy.data,
+                        params.data, cache);
+    if (xt_mem_current(XT_MEM_ACTIVATIONS) != before)
+        FAIL("case %d: after xt_decoder_backward %zu bytes of activations, %zu before forward",
+             c->id, xt_mem_current(XT_MEM_ACTIVATIONS), before);
+    save(c, "y", y, XT_F32, (long)batch * T, s.d);
+    save(c, "dx", dx, XT_F32, (long)batch * T, s.d);
+    save(c, "dparams", dparams.data, XT_F32, l.total, -1);
+    free(y);
+    free(dx);
+    xt_array *all[] = {&x, &params, &dy, &dparams};
+    for (int i = 0; i < 4; i++)
+        xt_array_free(all[i]);
+}
+
 /* The layer API called out of order: each mode must die in libxt, never come back. */
 static void die_out_of_order(const char *mode)
 {
@@ -630,6 +819,13 @@ static void die_out_of_order(const char *mode)
         xt_mlp_forward_layer(&m, 1, w1);
         xt_mlp_loss_grad(&m, target, 1.0f);
         xt_mlp_backward_layer(&m, 0, w0, g0); /* layer 1 first */
+    } else if (!strcmp(mode, "embedding_range")) {
+        int tokens[4] = {1, 63, 0, 97};
+        float table[64 * 2] = {0}, y[4 * 2];
+        xt_embedding_forward(y, tokens, 4, table, 64, 2); /* 97 is not in 0..63 */
+    } else if (!strcmp(mode, "gqa_heads")) {
+        float q[6] = {0}, k[4] = {0}, v[4] = {0}, out[6], lse[3];
+        xt_attention_forward(out, lse, q, k, v, 1, 1, 3, 2, 2); /* 2 KV heads for 3 */
     } else {
         xt_die("--die %s: no such mode", mode);
     }
@@ -695,11 +891,25 @@ int main(int argc, char **argv)
     static const struct {
         const char *kind;
         void (*run)(const test_case *c);
-    } kinds[] = {{"rng", run_rng},       {"perm", run_perm},       {"gemm", run_gemm},
-                 {"linear", run_linear}, {"act", run_act},         {"mse", run_loss},
-                 {"ce", run_loss},       {"softmax", run_softmax}, {"sgd", run_sgd},
-                 {"mlp", run_mlp},       {"bf16", run_bf16},       {"adam", run_adam},
-                 {"layers", run_layers}};
+    } kinds[] = {{"rng", run_rng},
+                 {"perm", run_perm},
+                 {"gemm", run_gemm},
+                 {"linear", run_linear},
+                 {"act", run_act},
+                 {"mse", run_loss},
+                 {"ce", run_loss},
+                 {"softmax", run_softmax},
+                 {"sgd", run_sgd},
+                 {"mlp", run_mlp},
+                 {"bf16", run_bf16},
+                 {"adam", run_adam},
+                 {"layers", run_layers},
+                 {"rmsnorm", run_rmsnorm},
+                 {"silu", run_silu},
+                 {"swiglu", run_swiglu},
+                 {"attention", run_attention},
+                 {"embedding", run_embedding},
+                 {"decoder", run_decoder}};
     char path[4096], line[4096];
     snprintf(path, sizeof path, "%s/cases.txt", dir);
     FILE *f = fopen(path, "r");
