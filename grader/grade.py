@@ -205,6 +205,9 @@ def main():
     ap.add_argument("--san", action="store_true",
                     help="build and run with AddressSanitizer, under build/san/ (make grade SAN=1)")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--margins", action="store_true",
+                    help="after the report, each test's worst passing error as a fraction of "
+                         "its tolerance (for measuring tolerances)")
     ap.add_argument("--list", action="store_true", help="list the lectures (make lectures)")
     args = ap.parse_args()
     if args.list:
@@ -247,6 +250,7 @@ def main():
 
     started = time.monotonic()
     slowest_start = 0.0
+    margins = {}
     total = possible = 0
     out_json = {"seed": seed, "tree": tree, "mpi": version, "lectures": []}
     matched = 0
@@ -330,6 +334,7 @@ def main():
                             san=args.san)
                         results = runner.run(ex_tests)
                         slowest_start = max(slowest_start, runner.start_seconds)
+                        margins.update(runner.margins)
                 case_results.extend(results)
                 for r in results:
                     if r.memory_damage and not args.san:
@@ -370,8 +375,12 @@ def main():
         report.line(f"Case {args.case}: {verdict} (one case: no score)   ({elapsed:.1f} s)")
     else:
         report.line(f"Score: {total}/{possible}   ({elapsed:.1f} s)")
+    if args.margins:
+        for name, (ratio, label, output) in sorted(margins.items()):
+            report.line(f"margin  {name:24} {ratio:9.2e} of the tolerance   ({label}: "
+                        f"'{output}')")
     out_json.update({"score": total, "max": possible, "seconds": round(elapsed, 2),
-                     "case": args.case})
+                     "case": args.case, "margins": {k: v[0] for k, v in margins.items()}})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out_json, f, indent=1)

@@ -416,6 +416,8 @@ class Runner:
         self.checked_group = None  # the group check_case looked at last
         self.san = san  # built with AddressSanitizer: its settings in every launch
         self.last_launch_dir = ""  # where the latest launch's cases are
+        # grade.py --margins: test name -> (worst |error| / tolerance, case label, output)
+        self.margins = {}
 
     def cases_of(self, test):
         return [c for c in self.numbered[test.name]
@@ -737,6 +739,8 @@ class Runner:
                     locate = ((lambda n, i, r=r: test.locate(case, n, i, r)) if test.locate
                               else None)
                     msg = compare(name, exp, got, tol, r, locate)
+                    if not msg:
+                        self.note_margin(test, label, name, exp, got, tol)
                     if msg:
                         hint = (world_hint(group) or
                                 agreeing_ranks_hint(case, name, expected, cdir, g))
@@ -755,6 +759,20 @@ class Runner:
                     return Failure("RULE", case, [f"{label}: {broken[0][1]}"],
                                    hint=getattr(rule, "hint", None))
         return None
+
+    def note_margin(self, test, label, name, exp, got, tol):
+        """Keep the worst passing |error| / tolerance of a float output (grade --margins:
+        how close the solutions come to each test's bound, to measure a tolerance by)."""
+        exp = np.asarray(exp, dtype=np.float64)
+        tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), exp.shape)
+        if not exp.size or not spec.is_float(got.dtype):
+            return
+        use = (tol > 0) & np.isfinite(exp)
+        if not use.any():
+            return
+        ratio = float((np.abs(got.astype(np.float64) - exp)[use] / tol[use]).max())
+        if ratio > self.margins.get(test.name, (-1.0,))[0]:
+            self.margins[test.name] = (ratio, label, name)
 
     def run_check(self, test, case, inp, cdir, g, label):
         broken = test.check(case, inp, outputs_of(cdir, g, case.np))
