@@ -97,6 +97,11 @@ void xti_count_rma(int fn, int target, long bytes)
     add_event(fn, 'C', target, -1, bytes, 'o');
 }
 
+long xt_mpi_calls(const char *fn)
+{
+    return xt_mpi_stats_get(fn).calls;
+}
+
 xt_mpi_stats xt_mpi_stats_get(const char *fn)
 {
     xt_mpi_stats s = {0};

@@ -78,6 +78,11 @@ void xt_print_buffer_ordered(MPI_Comm comm, const char *label, const void *buf, 
 /* The same, collective over comm, but only `who` has a buffer to show (a root's result). */
 void xt_print_buffer_at(MPI_Comm comm, int who, const char *label, const void *buf, int count,
                         MPI_Datatype dt);
+/*
+ * How many times this rank has called the MPI function fn ("MPI_Allreduce") so far: for a
+ * demo's summary of its communication (in a graded case, counted from the case's start).
+ */
+long xt_mpi_calls(const char *fn);
 
 /* Formats up to `cap` bytes of "[v0 v1 ...]"; long buffers are elided in the middle. */
 void xt_format_buffer(char *out, size_t cap, const void *buf, int count, MPI_Datatype dt);
