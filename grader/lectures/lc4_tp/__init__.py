@@ -8,9 +8,12 @@ function, how many floats, on which communicator) through PMPI.
 """
 
 from lectures.lc4_tp.linear import col_linear_backward, col_linear_forward, col_linear_gather
+from lectures.lc4_tp.norm import rmsnorm_backward, rmsnorm_forward
 
 TITLE = "tensor parallelism"
 
-TESTS = [col_linear_forward, col_linear_backward, col_linear_gather]
+TESTS = [col_linear_forward, col_linear_backward, col_linear_gather,
+         rmsnorm_forward, rmsnorm_backward]
 
-DEMOS = {"col_parallel_linear": ["single process x W equal: yes"]}
+DEMOS = {"col_parallel_linear": ["single process x W equal: yes"],
+         "rms_norm": ["y, dx, dgamma agree: yes"]}
