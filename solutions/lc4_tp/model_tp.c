@@ -23,7 +23,7 @@
  *
  * Communication per step and rank: forward 1 + 2L all-reduces of n d
  * floats, the cross-entropy's 2 (a MAX of n, then a SUM of 2n), backward
- * 2L + 1 of n d, and 2L of d hd hkv_local on the replica group when KV heads
+ * 1 + 2L of n d, and 2L of d hd hkv_local on the replica group when KV heads
  * are replicated. The logits (n x V) are never gathered.
  */
 #include "xt_nn.h"
@@ -340,7 +340,7 @@ static float tp_cross_entropy(const tp_model *m, const float *logits, const int 
         int t = targets[i] - m->v_lo;
         for (int j = 0; j < vc; j++)
             dlogits[(size_t)i * vc + j] /= sums[i] * (float)n;
-        if (t >= 0 && t < vc)
+        if (t >= 0 && t < vc) /* only the rank whose block holds the target */
             dlogits[(size_t)i * vc + t] -= 1.0f / (float)n;
     }
     xt_free(max);
@@ -358,11 +358,11 @@ float model_tp_step(tp_model *m, const int *tokens, const int *targets, int batc
                     const xt_adam *h)
 {
     /*
-     * TODO: one step of the whole model; return the loss, the same on every rank.
-     *   Graded: loss and every parameter after each step against one-process training; per
-     *   step 1 + 4L all-reduces of batch*T*d floats on comm, the cross-entropy's (at most
-     *   3, each at most 2 batch*T floats), 2L on kv_comm where KV heads are replicated,
-     *   nothing else (no gathered logits); replicated tensors bit-identical on every rank.
+     * TODO: one training step; return the loss.
+     *   Loss (the same on every rank) and every tensor after each step against one-process
+     *   training. Per step: 2 + 4L all-reduces of batch*T*d floats on m->comm, the
+     *   cross-entropy's (at most 3, of at most 2 batch*T floats each), 2L on m->kv_comm
+     *   where KV heads are replicated, nothing else. Replicated tensors stay bit-identical.
      */
     // BEGIN SOLUTION
     const tp_config *c = &m->cfg;
@@ -412,20 +412,28 @@ static tp_config case_config(xt_case *c)
     return cfg;
 }
 
-/* Every tensor this rank holds, as "step<s>_<name>": the grader knows the blocks. */
-static void output_shards(xt_case *c, const tp_model *m, int step)
+/*
+ * Every tensor this rank holds, as "step<s>_<name>", and its gradient of the step, as
+ * "step<s>_grad_<name>": the grader knows the blocks.
+ */
+static void output_tensors(xt_case *c, const tp_model *m, float *base, int step,
+                           const char *prefix)
 {
-    char name[48];
+    float *embed, *final_norm, *head;
+    tp_block blk[TP_MAX_LAYERS];
+    tp_model sizes = *m;
+    tp_views(&sizes, base, &embed, blk, &final_norm, &head);
+    char name[64];
     const tp_config *g = &m->cfg;
     long qw = (long)m->hq_local * g->hd, kvw = (long)m->hkv_local * g->hd;
 #define OUT(tensor, ptr, count)                                                                    \
     do {                                                                                           \
-        snprintf(name, sizeof name, "step%d_%s", step, tensor);                                    \
+        snprintf(name, sizeof name, "step%d_%s%s", step, prefix, tensor);                          \
         xt_case_output(c, name, ptr, XT_F32, count);                                               \
     } while (0)
-    OUT("embed", m->embed, (long)m->v_count * g->d);
+    OUT("embed", embed, (long)m->v_count * g->d);
     for (int l = 0; l < g->layers; l++) {
-        const tp_block *b = &m->blk[l];
+        const tp_block *b = &blk[l];
         const char *names[] = {"norm1", "wq", "wk", "wv", "wo", "norm2", "wg", "wu", "wd"};
         const float *ptrs[] = {b->norm1, b->wq, b->wk, b->wv, b->wo, b->norm2, b->wg, b->wu, b->wd};
         long counts[] = {g->d,   g->d * qw,
@@ -441,9 +449,19 @@ static void output_shards(xt_case *c, const tp_model *m, int step)
             OUT(tensor, ptrs[k], counts[k]);
         }
     }
-    OUT("final_norm", m->final_norm, g->d);
-    OUT("head", m->head, (long)g->d * m->v_count);
+    OUT("final_norm", final_norm, g->d);
+    OUT("head", head, (long)g->d * m->v_count);
 #undef OUT
+}
+
+/*
+ * Every tensor this rank holds, as "step<s>_<name>", and its gradient of the step, as
+ * "step<s>_grad_<name>": the grader knows the blocks.
+ */
+static void output_shards(xt_case *c, const tp_model *m, int step)
+{
+    output_tensors(c, m, m->params, step, "");
+    output_tensors(c, m, m->grads, step, "grad_");
 }
 
 static void run_case(xt_case *c)
@@ -508,8 +526,9 @@ static void demo(MPI_Comm comm)
         int at = s * BATCH * T;
         float loss = model_tp_step(&m, tokens + at, targets + at, BATCH, T, &h), one = 0;
         if (s == 0)
-            xt_printf_root(comm, "all-reduces per step on rank 0: %ld (1 + 4L + 2 = %d%s)\n",
-                           xt_mpi_calls("MPI_Allreduce") - before, 1 + 4 * cfg.layers + 2,
+            xt_printf_root(comm, "all-reduces in step 1 on rank 0: %ld (2 + 4L + 2 for the "
+                           "loss = %d%s)\n", xt_mpi_calls("MPI_Allreduce") - before,
+                           2 + 4 * cfg.layers + 2,
                            m.replicas > 1 ? ", + 2L on the KV replicas" : "");
         if (rank == 0)
             one = model_tp_step(&single, tokens + at, targets + at, BATCH, T, &h);

@@ -10,6 +10,7 @@ function, how many floats, on which communicator) through PMPI.
 from lectures.lc4_tp.linear import (col_linear_backward, col_linear_forward, col_linear_gather,
                                     row_linear_backward, row_linear_forward)
 from lectures.lc4_tp.mlp import mlp_tp_backward, mlp_tp_forward, mlp_tp_shard
+from lectures.lc4_tp.model import model_tp_step
 from lectures.lc4_tp.norm import rmsnorm_backward, rmsnorm_forward
 
 TITLE = "tensor parallelism"
@@ -17,9 +18,11 @@ TITLE = "tensor parallelism"
 TESTS = [col_linear_forward, col_linear_backward, col_linear_gather,
          row_linear_forward, row_linear_backward,
          mlp_tp_shard, mlp_tp_forward, mlp_tp_backward,
-         rmsnorm_forward, rmsnorm_backward]
+         rmsnorm_forward, rmsnorm_backward,
+         model_tp_step]
 
 DEMOS = {"col_parallel_linear": ["single process x W equal: yes"],
          "row_parallel_linear": ["single process x W + b equal: yes"],
          "mlp_tp": ["(agree)"],
-         "rms_norm": ["y, dx, dgamma agree: yes"]}
+         "rms_norm": ["y, dx, dgamma agree: yes"],
+         "model_tp": ["step 5: loss"]}
