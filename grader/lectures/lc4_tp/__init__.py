@@ -8,9 +8,14 @@ function, how many floats, on which communicator) through PMPI.
 """
 
 from lectures.lc4_tp.linear import col_linear_backward, col_linear_forward, col_linear_gather
+from lectures.lc4_tp.vocab import cross_entropy_tp, embedding_tp_backward, embedding_tp_forward
 
 TITLE = "tensor parallelism"
 
-TESTS = [col_linear_forward, col_linear_backward, col_linear_gather]
+TESTS = [col_linear_forward, col_linear_backward, col_linear_gather,
+         embedding_tp_forward, embedding_tp_backward,
+         cross_entropy_tp]
 
-DEMOS = {"col_parallel_linear": ["single process x W equal: yes"]}
+DEMOS = {"col_parallel_linear": ["single process x W equal: yes"],
+         "embedding_tp": ["single process E[tokens] equal: yes"],
+         "cross_entropy_tp": ["loss and dlogits agree: yes"]}
