@@ -12,17 +12,22 @@ from lectures.lc4_tp.linear import (col_linear_backward, col_linear_forward, col
 from lectures.lc4_tp.mlp import mlp_tp_backward, mlp_tp_forward, mlp_tp_shard
 from lectures.lc4_tp.model import model_tp_step
 from lectures.lc4_tp.norm import rmsnorm_backward, rmsnorm_forward
+from lectures.lc4_tp.vocab import cross_entropy_tp, embedding_tp_backward, embedding_tp_forward
 
 TITLE = "tensor parallelism"
 
 TESTS = [col_linear_forward, col_linear_backward, col_linear_gather,
          row_linear_forward, row_linear_backward,
          mlp_tp_shard, mlp_tp_forward, mlp_tp_backward,
+         embedding_tp_forward, embedding_tp_backward,
+         cross_entropy_tp,
          rmsnorm_forward, rmsnorm_backward,
          model_tp_step]
 
 DEMOS = {"col_parallel_linear": ["single process x W equal: yes"],
          "row_parallel_linear": ["single process x W + b equal: yes"],
          "mlp_tp": ["(agree)"],
+         "embedding_tp": ["single process E[tokens] equal: yes"],
+         "cross_entropy_tp": ["loss and dlogits agree: yes"],
          "rms_norm": ["y, dx, dgamma agree: yes"],
          "model_tp": ["step 5: loss"]}

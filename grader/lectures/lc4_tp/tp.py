@@ -144,3 +144,56 @@ def identical_on_ranks(names, why):
                                 f"{ref.flat[i]!r} ({k} of {got.size} differ): {why}")]
         return []
     return check
+
+
+def no_mpi_call(what):
+    """No MPI call at all that libxt sees (every communicating call, MPI_Reduce_local,
+    MPI_Abort): for a function that has no communicator to work on."""
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            used = sorted(fn for fn, st in rec.calls.items() if st.calls)
+            if used:
+                out.append((r, f"rank {r} called {', '.join(used)}: {what} takes no "
+                               f"communicator and makes no MPI call"))
+        return out
+    return hinted(rule, f"{what} needs nothing from the other ranks: every input it reads is "
+                        f"already on this rank")
+
+
+def collectives_at_most(allowed, max_calls, max_floats, formula):
+    """Each rank makes at most max_calls(case, inputs, rank) collectives, all of them one of
+    `allowed` (MPI function names) on the case's communicator, none sending or receiving
+    more than max_floats(case, inputs, rank) floats, and no point-to-point message: a
+    budget for a computation whose messages are a few numbers per row, where moving the
+    data itself (a gather of every rank's block) is the mistake the rule exists to catch."""
+    allowed = tuple(allowed)
+    names = " or ".join(allowed)
+
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            calls, cap = max_calls(case, inputs, r), max_floats(case, inputs, r)
+            budget = f"at most {amount(calls, ' calls')} of {names} of at most " \
+                     f"{amount(cap, ' floats')} each ({formula})"
+            got = [(e.fn, e.bytes // 4, e.comm) for e in rec.events if e.dir == "C"]
+            p2p = sorted({e.fn for e in rec.events if e.dir in "SR"})
+            other = [g for g in got if g[0] not in allowed]
+            if p2p:
+                out.append((r, f"rank {r} called {', '.join(p2p)}: the only communication "
+                               f"allowed is {budget}"))
+            elif other:
+                fn, sent, _ = other[0]
+                st = rec.calls.get(fn)
+                recv = st.bytes_recv // 4 // max(st.calls, 1) if st else 0
+                out.append((r, f"rank {r} called {fn}, sending {amount(sent, ' floats')} and "
+                               f"receiving {amount(recv, ' floats')}: the only communication "
+                               f"allowed is {budget}"))
+            elif any(c != "case" for _, _, c in got):
+                fn, n, c = next(x for x in got if x[2] != "case")
+                out.append((r, f"rank {r} called {fn} on {comm_name(c)}: use the comm "
+                               f"argument (the grader runs each case on a sub-communicator)"))
+            elif len(got) > calls or any(n > cap for _, n, _ in got):
+                out.append((r, f"rank {r} made {describe(got)}; the function needs {budget}"))
+        return out[:1]
+    return rule
