@@ -10,13 +10,16 @@ function, how many floats, on which communicator) through PMPI.
 from lectures.lc4_tp.linear import (col_linear_backward, col_linear_forward, col_linear_gather,
                                     row_linear_backward, row_linear_forward)
 from lectures.lc4_tp.mlp import mlp_tp_backward, mlp_tp_forward, mlp_tp_shard
+from lectures.lc4_tp.seqpar import seqpar_backward, seqpar_forward
 
 TITLE = "tensor parallelism"
 
 TESTS = [col_linear_forward, col_linear_backward, col_linear_gather,
          row_linear_forward, row_linear_backward,
-         mlp_tp_shard, mlp_tp_forward, mlp_tp_backward]
+         mlp_tp_shard, mlp_tp_forward, mlp_tp_backward,
+         seqpar_forward, seqpar_backward]
 
 DEMOS = {"col_parallel_linear": ["single process x W equal: yes"],
          "row_parallel_linear": ["single process x W + b equal: yes"],
-         "mlp_tp": ["(agree)"]}
+         "mlp_tp": ["(agree)"],
+         "sequence_parallel": ["(agree)"]}
