@@ -12,6 +12,7 @@ from lectures.lc4_tp.linear import (col_linear_backward, col_linear_forward, col
 from lectures.lc4_tp.mlp import mlp_tp_backward, mlp_tp_forward, mlp_tp_shard
 from lectures.lc4_tp.model import model_tp_step
 from lectures.lc4_tp.norm import rmsnorm_backward, rmsnorm_forward
+from lectures.lc4_tp.seqpar import seqpar_backward, seqpar_forward
 from lectures.lc4_tp.vocab import cross_entropy_tp, embedding_tp_backward, embedding_tp_forward
 
 TITLE = "tensor parallelism"
@@ -22,6 +23,7 @@ TESTS = [col_linear_forward, col_linear_backward, col_linear_gather,
          embedding_tp_forward, embedding_tp_backward,
          cross_entropy_tp,
          rmsnorm_forward, rmsnorm_backward,
+         seqpar_forward, seqpar_backward,
          model_tp_step]
 
 DEMOS = {"col_parallel_linear": ["single process x W equal: yes"],
@@ -30,4 +32,5 @@ DEMOS = {"col_parallel_linear": ["single process x W equal: yes"],
          "embedding_tp": ["single process E[tokens] equal: yes"],
          "cross_entropy_tp": ["loss and dlogits agree: yes"],
          "rms_norm": ["y, dx, dgamma agree: yes"],
+         "sequence_parallel": ["(agree)"],
          "model_tp": ["step 5: loss"]}
