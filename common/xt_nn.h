@@ -10,7 +10,10 @@
  *   - a small MLP whose parameters and gradients live in one flat buffer each,
  *     with a view per tensor: a gradient bucket or a ZeRO shard is a slice of
  *     that buffer;
- *   - SGD.
+ *   - SGD, AdamW, bf16 rounding;
+ *   - the transformer pieces (transformer.c): RMSNorm, SiLU and the SwiGLU MLP,
+ *     causal grouped-query attention with its log-sum-exp, the embedding, and a
+ *     decoder block made of them.
  *
  * Every matrix is row-major float32. A linear layer computes y = x W + b with
  * x rows x in, W in x out, b of length out. Backward functions accumulate
@@ -304,6 +307,10 @@ void xt_train_demo_gather_shards(xt_train_demo *d, const float *shard, long lo, 
  * share (common/transformer.c). The conventions of xt_linear_*: row-major
  * float32; backward functions accumulate (+=) into weight gradients and
  * overwrite input gradients; a gradient pointer may be NULL (not wanted).
+ * Nonsense sizes (negative counts, hkv not dividing hq, a token outside the
+ * table) stop the run with a message naming them. Scratch a backward needs
+ * while it runs is xt_alloc'd as XT_MEM_ACTIVATIONS and freed before it
+ * returns.
  */
 
 /*
@@ -316,7 +323,7 @@ void xt_block(int n, int np, int r, int *lo, int *count);
 /*
  * RMSNorm over the last dimension: rstd[i] = 1/sqrt(mean_j x[i,j]^2 + eps),
  * y[i,j] = x[i,j] rstd[i] gamma[j]. Backward: dx overwritten, dgamma +=
- * sum over rows of dy x rstd; rstd is the forward's.
+ * sum over rows of dy x rstd (either may be NULL); rstd is the forward's.
  */
 void xt_rmsnorm_forward(float *y, float *rstd, const float *x, const float *gamma, int rows, int d,
                         float eps);
@@ -333,6 +340,7 @@ void xt_silu_backward(float *dx, const float *dy, const float *x, long n);
  * buffers, rows x ff each) for backward: dx overwritten; dwg, dwu, dwd +=.
  * With ff a block of the hidden columns (and Wd's matching rows), this is
  * one rank's part of a tensor-parallel MLP: y and dx are then partial sums.
+ * Any of dx, dwg, dwu, dwd may be NULL.
  */
 void xt_swiglu_forward(float *y, float *g, float *u, float *h, const float *x, const float *wg,
                        const float *wu, const float *wd, int rows, int d, int ff);
@@ -347,7 +355,10 @@ void xt_swiglu_backward(float *dx, float *dwg, float *dwu, float *dwd, const flo
  * j / (hq / hkv). Scores q.k / sqrt(hd), position t attending to 0 .. t
  * of its own sequence. out: (batch T) x (hq hd); lse: batch x hq x T, the
  * log-sum-exp of each row of scaled scores (natural log). Backward: dq, dk,
- * dv overwritten (any may be NULL), from out and lse (no T x T matrix kept).
+ * dv overwritten (any may be NULL), from out and lse: the probabilities are
+ * recomputed as exp(score - lse), 32 query rows at a time, so no T x T matrix
+ * exists, in forward or backward; the query heads that share a KV head add
+ * up in its dk and dv.
  */
 void xt_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                           int batch, int T, int hq, int hkv, int hd);
@@ -367,8 +378,8 @@ void xt_embedding_backward(float *dtable, const int *tokens, int n, const float 
  * A decoder block (pre-norm, as Llama):
  *     a = x + attention(rmsnorm(x; norm1) Wq, . Wk, . Wv) Wo
  *     y = a + swiglu(rmsnorm(a; norm2); Wg, Wu, Wd)
- * Its parameters lie flat in this order (xt_decoder_layout gives the
- * offsets): norm1 (d), Wq (d x hq hd), Wk (d x hkv hd), Wv (d x hkv hd),
+ * Its parameters lie flat in this order (xt_decoder_layout_of gives the
+ * offsets, and total, their count): norm1 (d), Wq (d x hq hd), Wk (d x hkv hd), Wv (d x hkv hd),
  * Wo (hq hd x d), norm2 (d), Wg (d x ff), Wu (d x ff), Wd (ff x d).
  */
 typedef struct {
@@ -382,13 +393,17 @@ typedef struct {
 
 xt_decoder_layout xt_decoder_layout_of(const xt_decoder_shape *s);
 
-/* What forward keeps for backward: xt_alloc'd activations (XT_MEM_ACTIVATIONS). */
+/*
+ * What forward keeps for backward, one xt_alloc'd block (XT_MEM_ACTIVATIONS):
+ * a copy of x, both norms' outputs and rstd, q, k, v, the attention's output
+ * and lse, a, and the MLP's g, u, h.
+ */
 typedef struct xt_decoder_cache xt_decoder_cache;
 
 /* Forward of batch x T tokens, x and y (batch T) x d; returns the cache backward needs. */
 xt_decoder_cache *xt_decoder_forward(float *y, const float *x, const float *params,
                                      const xt_decoder_shape *s, int batch, int T);
-/* dx overwritten; dparams += (same flat layout); frees the cache. */
+/* dx overwritten; dparams += (same flat layout); either may be NULL; frees the cache. */
 void xt_decoder_backward(float *dx, float *dparams, const float *dy, const float *params,
                          xt_decoder_cache *cache);
 

@@ -1249,7 +1249,8 @@ def test_nn(s):
     s.record(f"nn: C agrees with grader/nn.py on {len(cases)} cases: rng, permutation, GEMM "
              "(4 transposes, beta 0/1, k=0), linear (+=, NULL), ReLU/GELU, MSE, CE, softmax, "
              "SGD, MLP (init, forward, backward, hook order), bf16, Adam, layer API (bit-identical, "
-             "out of order dies)",
+             "out of order dies), RMSNorm, SiLU, SwiGLU, causal GQA attention, embedding "
+             "(a token out of range dies), decoder block",
              ok, bad, f"({time.monotonic() - start:.1f} s)")
     start = time.monotonic()
     ok, bad = nntest.gradients()
@@ -1257,8 +1258,9 @@ def test_nn(s):
              f"({time.monotonic() - start:.1f} s)")
     start = time.monotonic()
     ok, bad = nntest.negative_control(cases, d)
-    s.record("nn: negative control: a wrong GELU', cross-entropy gradient, bf16 rounding or "
-             "Adam in nn.py fails those checks", ok, bad, f"({time.monotonic() - start:.1f} s)")
+    s.record("nn: negative control: a wrong GELU', cross-entropy gradient, bf16 rounding, "
+             "Adam, attention (scale, mask, KV head), RMSNorm's dgamma, SiLU' or embedding "
+             "gradient in nn.py fails those checks", ok, bad, f"({time.monotonic() - start:.1f} s)")
 
 
 def test_mem(s):

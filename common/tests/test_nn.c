@@ -134,6 +134,26 @@ static float *nans(long n)
     return p;
 }
 
+static void free_arrays(xt_array *const *all, int n)
+{
+    for (int i = 0; i < n; i++)
+        xt_array_free(all[i]);
+}
+
+static void free_buffers(float *const *all, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(all[i]);
+}
+
+/* FREE_ARRAYS(&x, &y): xt_array_free each; FREE_BUFFERS(p, q): free each. */
+#define FREE_ARRAYS(...)                                                                           \
+    free_arrays((xt_array *[]){__VA_ARGS__},                                                       \
+                (int)(sizeof((xt_array *[]){__VA_ARGS__}) / sizeof(xt_array *)))
+#define FREE_BUFFERS(...)                                                                          \
+    free_buffers((float *[]){__VA_ARGS__},                                                         \
+                 (int)(sizeof((float *[]){__VA_ARGS__}) / sizeof(float *)))
+
 /* ------------------------------------------------------------ the kinds */
 
 static void run_rng(const test_case *c)
@@ -212,9 +232,7 @@ static void run_linear(const test_case *c)
     free(dx);
     if (bias)
         xt_array_free(&b);
-    xt_array *all[] = {&x, &w, &dy, &dw, &db};
-    for (int i = 0; i < 5; i++)
-        xt_array_free(all[i]);
+    FREE_ARRAYS(&x, &w, &dy, &dw, &db);
 }
 
 static xt_act act_param(const test_case *c)
@@ -224,26 +242,42 @@ static xt_act act_param(const test_case *c)
     return act;
 }
 
-static void run_act(const test_case *c)
+/* An elementwise function and its backward: y, dx, and dx computed in place (dx = dy). */
+static void run_pointwise(const test_case *c, void (*forward)(float *, const float *, long),
+                          void (*backward)(float *, const float *, const float *, long))
 {
-    xt_act act = act_param(c);
     xt_array x, dy;
     floats(c, "x", &x);
     floats(c, "dy", &dy);
     long n = x.count;
     float *y = nans(n), *dx = nans(n), *inplace = xt_malloc(sizeof(float) * (size_t)(n + 1));
-    xt_act_forward(act, y, x.data, n);
-    xt_act_backward(act, dx, dy.data, x.data, n);
+    forward(y, x.data, n);
+    backward(dx, dy.data, x.data, n);
     memcpy(inplace, dy.data, sizeof(float) * (size_t)n);
-    xt_act_backward(act, inplace, inplace, x.data, n); /* documented: dx may be dy */
+    backward(inplace, inplace, x.data, n); /* documented: dx may be dy */
     save(c, "y", y, XT_F32, n, -1);
     save(c, "dx", dx, XT_F32, n, -1);
     save(c, "dx_inplace", inplace, XT_F32, n, -1);
-    free(y);
-    free(dx);
-    free(inplace);
-    xt_array_free(&x);
-    xt_array_free(&dy);
+    FREE_BUFFERS(y, dx, inplace);
+    FREE_ARRAYS(&x, &dy);
+}
+
+static xt_act pointwise_act; /* the activation run_act's two functions apply */
+
+static void act_forward(float *y, const float *x, long n)
+{
+    xt_act_forward(pointwise_act, y, x, n);
+}
+
+static void act_backward(float *dx, const float *dy, const float *x, long n)
+{
+    xt_act_backward(pointwise_act, dx, dy, x, n);
+}
+
+static void run_act(const test_case *c)
+{
+    pointwise_act = act_param(c);
+    run_pointwise(c, act_forward, act_backward);
 }
 
 static void run_loss(const test_case *c)
@@ -446,9 +480,7 @@ static void run_adam(const test_case *c)
     save(c, "m", m.data, XT_F32, n, -1);
     save(c, "v", v.data, XT_F32, n, -1);
     free(out);
-    xt_array *all[] = {&p, &g, &m, &v};
-    for (int i = 0; i < 4; i++)
-        xt_array_free(all[i]);
+    FREE_ARRAYS(&p, &g, &m, &v);
 }
 
 /* ------------------------------------------------------- MLP, by layer */
@@ -641,33 +673,13 @@ static void run_rmsnorm(const test_case *c)
     save(c, "rstd", rstd, XT_F32, rows, -1);
     save(c, "dx", dx, XT_F32, rows, d);
     save(c, "dgamma", dgamma.data, XT_F32, d, -1);
-    free(y);
-    free(rstd);
-    free(dx);
-    xt_array *all[] = {&x, &gamma, &dy, &dgamma};
-    for (int i = 0; i < 4; i++)
-        xt_array_free(all[i]);
+    FREE_BUFFERS(y, rstd, dx);
+    FREE_ARRAYS(&x, &gamma, &dy, &dgamma);
 }
 
 static void run_silu(const test_case *c)
 {
-    xt_array x, dy;
-    floats(c, "x", &x);
-    floats(c, "dy", &dy);
-    long n = x.count;
-    float *y = nans(n), *dx = nans(n), *inplace = xt_malloc(sizeof(float) * (size_t)(n + 1));
-    xt_silu_forward(y, x.data, n);
-    xt_silu_backward(dx, dy.data, x.data, n);
-    memcpy(inplace, dy.data, sizeof(float) * (size_t)n);
-    xt_silu_backward(inplace, inplace, x.data, n); /* documented: dx may be dy */
-    save(c, "y", y, XT_F32, n, -1);
-    save(c, "dx", dx, XT_F32, n, -1);
-    save(c, "dx_inplace", inplace, XT_F32, n, -1);
-    free(y);
-    free(dx);
-    free(inplace);
-    xt_array_free(&x);
-    xt_array_free(&dy);
+    run_pointwise(c, xt_silu_forward, xt_silu_backward);
 }
 
 static void run_swiglu(const test_case *c)
@@ -697,12 +709,8 @@ static void run_swiglu(const test_case *c)
     save(c, "dwg", dwg.data, XT_F32, d, ff);
     save(c, "dwu", dwu.data, XT_F32, d, ff);
     save(c, "dwd", dwd.data, XT_F32, ff, d);
-    float *own[] = {y, g, u, h, dx};
-    for (int i = 0; i < 5; i++)
-        free(own[i]);
-    xt_array *all[] = {&x, &wg, &wu, &wd, &dy, &dwg, &dwu, &dwd};
-    for (int i = 0; i < 8; i++)
-        xt_array_free(all[i]);
+    FREE_BUFFERS(y, g, u, h, dx);
+    FREE_ARRAYS(&x, &wg, &wu, &wd, &dy, &dwg, &dwu, &dwd);
 }
 
 static void run_attention(const test_case *c)
@@ -726,12 +734,8 @@ static void run_attention(const test_case *c)
     save(c, "dq", dq, XT_F32, rows, (long)hq * hd);
     save(c, "dk", dk, XT_F32, rows, (long)hkv * hd);
     save(c, "dv", dv, XT_F32, rows, (long)hkv * hd);
-    float *own[] = {out, lse, dq, dk, dv};
-    for (int i = 0; i < 5; i++)
-        free(own[i]);
-    xt_array *all[] = {&q, &k, &v, &dout};
-    for (int i = 0; i < 4; i++)
-        xt_array_free(all[i]);
+    FREE_BUFFERS(out, lse, dq, dk, dv);
+    FREE_ARRAYS(&q, &k, &v, &dout);
 }
 
 static void run_embedding(const test_case *c)
@@ -748,9 +752,7 @@ static void run_embedding(const test_case *c)
     save(c, "y", y, XT_F32, n, d);
     save(c, "dtable", dtable.data, XT_F32, vocab, d);
     free(y);
-    xt_array *all[] = {&tokens, &table, &dy, &dtable};
-    for (int i = 0; i < 4; i++)
-        xt_array_free(all[i]);
+    FREE_ARRAYS(&tokens, &table, &dy, &dtable);
 }
 
 static void run_decoder(const test_case *c)
@@ -783,11 +785,8 @@ static void run_decoder(const test_case *c)
     save(c, "y", y, XT_F32, (long)batch * T, s.d);
     save(c, "dx", dx, XT_F32, (long)batch * T, s.d);
     save(c, "dparams", dparams.data, XT_F32, l.total, -1);
-    free(y);
-    free(dx);
-    xt_array *all[] = {&x, &params, &dy, &dparams};
-    for (int i = 0; i < 4; i++)
-        xt_array_free(all[i]);
+    FREE_BUFFERS(y, dx);
+    FREE_ARRAYS(&x, &params, &dy, &dparams);
 }
 
 /* The layer API called out of order: each mode must die in libxt, never come back. */
