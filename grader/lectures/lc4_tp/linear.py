@@ -22,8 +22,8 @@ error was 1.6% of the bound.
 
 import numpy as np
 
-from spec import NPS, hinted, test
-from lectures.lc4_tp.tp import (block, collectives_exactly, columns, identical_on_ranks,
+from spec import hinted, test
+from lectures.lc4_tp.tp import (NPS_LAYER, block, collectives_exactly, columns, identical_on_ranks,
                                 matmul_tolerance, no_communication, rows_of, shape_locator)
 
 # (rows, in, out): the split dimension (out for the column layer, in for the row layer)
@@ -40,9 +40,7 @@ def linear_label(case):
 
 def linear_cases(shapes):
     out = []
-    for n in NPS:
-        if n == 5:
-            continue
+    for n in NPS_LAYER:
         for k, (rows, inp, o) in enumerate(shapes):
             out.append({"np": n, "rows": rows, "in": inp, "out": o, "bias": int(k % 3 != 1)})
     return out

@@ -31,13 +31,12 @@ dgamma without rstd, the dx term through rstd.
 import numpy as np
 
 from spec import hinted, test
-from lectures.lc4_tp.tp import (block, collectives_exactly, identical_on_ranks,
+from lectures.lc4_tp.tp import (NPS_LAYER, block, collectives_exactly, identical_on_ranks,
                                 no_communication, rows_of, shape_locator)
 
 # (tokens, d): tokens not divisible by 2, 3, 4 or 8; fewer than np; one token; 12.
 SHAPES = [(7, 8), (5, 16), (2, 6), (13, 5), (1, 12), (12, 32)]
 EPS = ("1e-5", "1e-6", "1e-3")
-NPS_TP = (1, 2, 3, 4, 8)
 
 FORBIDDEN = [(r"^xt_rmsnorm_(forward|backward)$",
               "calls {}, libxt's copy of the RMSNorm this exercise writes: write it yourself")]
@@ -49,7 +48,7 @@ def norm_label(case):
 
 def norm_cases(rng):
     return [{"np": n, "tokens": t, "d": d, "eps": EPS[k % len(EPS)], "zero_token": k % 2}
-            for n in NPS_TP for k, (t, d) in enumerate(SHAPES)]
+            for n in NPS_LAYER for k, (t, d) in enumerate(SHAPES)]
 
 
 def norm_facets(case):

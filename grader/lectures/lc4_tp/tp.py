@@ -13,6 +13,11 @@ import numpy as np
 import nn
 from spec import amount, bit_differences, hinted
 
+# World sizes: every layer at np 1 to 4, with dimensions np does not divide and dimensions
+# smaller than np (ranks holding an empty block); np 8 where heads split that far
+# (attention_tp, model_tp).
+NPS_LAYER = (1, 2, 3, 4)
+
 # Calls that communicate; local queries (MPI_Comm_rank, MPI_Type_size, ...) are free.
 COMMUNICATING = ("p2p", "coll", "comm", "rma")
 

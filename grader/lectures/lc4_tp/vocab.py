@@ -32,13 +32,12 @@ Tolerances, measured over seeds 1 to 5 (worst error / bound in the docs):
 
 import numpy as np
 
-from spec import NPS, hinted, test
-from lectures.lc4_tp.tp import (block, collectives_at_most, collectives_exactly,
+from spec import hinted, test
+from lectures.lc4_tp.tp import (NPS_LAYER, block, collectives_at_most, collectives_exactly,
                                 identical_on_ranks, matmul_tolerance, no_mpi_call)
 
-NPS_TP = [n for n in NPS if n != 5]
 
-# (V, d): V not divisible by 2, 3, 4 or 8 except 16; V = 3 and 7 leave ranks empty at np 4, 8.
+# (V, d): V not divisible by 2, 3 or 4 except 16; V = 3 leaves a rank empty at np 4.
 EMB_SHAPES = [(13, 4), (7, 3), (16, 2), (3, 5), (10, 6)]
 
 
@@ -66,7 +65,7 @@ def emb_label(case):
 
 def emb_cases(rng):
     out = []
-    for n in NPS_TP:
+    for n in NPS_LAYER:
         for V, d in EMB_SHAPES:
             # every edge, one token twice, two random ones
             out.append({"np": n, "V": V, "d": d, "n": len(edge_tokens(V, n)) + 3})
@@ -179,7 +178,7 @@ def ce_label(case):
 
 def ce_cases(rng):
     return [{"np": n, "n": k, "V": V, "logits": z, "targets": t.replace(" ", "_"), "grad": g}
-            for n in NPS_TP for k, V, z, t, g in CE_SHAPES]
+            for n in NPS_LAYER for k, V, z, t, g in CE_SHAPES]
 
 
 def ce_inputs(case, rng):
