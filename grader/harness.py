@@ -263,8 +263,14 @@ def compare(name, expected, got, tol, rank, locate=None):
            f"got {fmt_value(got.flat[idx])} ({nbad} of {expected.size} wrong, "
            f"max error {fmt_value(maxerr)})")
     if spec.is_float(e.dtype) and np.isnan(g.flat[idx]) and not np.isnan(e.flat[idx]):
-        # libxt's xt_free fills a block with 0xff bytes, a NaN as float or double.
-        msg += "; freed xt_alloc memory reads as NaN: is a buffer read after its xt_free?"
+        # libxt's xt_free fills a block with 0xff bytes, a NaN as float or double; the
+        # NaN of arithmetic (inf - inf, 0 x inf) has other bits.
+        raw = np.ascontiguousarray(got).reshape(-1)[idx:idx + 1]
+        if raw.view(f"u{raw.itemsize}")[0] == (1 << 8 * raw.itemsize) - 1:
+            msg += "; freed xt_alloc memory reads as NaN: is a buffer read after its xt_free?"
+        else:
+            msg += ("; a NaN from arithmetic: inf - inf or 0 x inf, often after an exp or a "
+                    "square that overflowed")
     return msg
 
 

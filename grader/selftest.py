@@ -480,16 +480,22 @@ def test_grader_units(s):
     msg = harness.compare("x", np.array([1, 2, 3], np.int32), np.array([1, 5, 3], np.int32), 0, 2)
     ok = msg == "rank 2 'x'[1] expected 2 got 5 (1 of 3 wrong, max error 3)"
     msg2 = harness.compare("x", np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]), 1e-9, 0)
-    msg3 = harness.compare("x", np.array([1.0, 2.0]), np.array([1.0, float("nan")]), 1e-9, 0)
+    poison = np.frombuffer(b"\xff" * 8, np.float64)[0]
+    msg3 = harness.compare("x", np.array([1.0, 2.0]), np.array([1.0, poison]), 1e-9, 0)
+    overflow = harness.compare("x", np.array([1.0, 2.0], np.float32),
+                               np.array([1.0, float("nan")], np.float32), 1e-9, 0)
     msg4 = harness.compare("x", np.array([1, 2]), np.array([1]), 0, 0)
     # NaN where a number was expected points at a read after xt_free; a number where NaN was
     # expected does not.
     msg5 = harness.compare("x", np.array([float("nan"), 2.0]), np.array([1.0, 2.0]), 1e-9, 0)
     freed = "freed xt_alloc memory reads as NaN"
     s.record("comparisons: first bad index, expected, got; NaN and lengths caught; "
-             "tolerance respected; a NaN got where a number was expected notes xt_free's poison",
+             "tolerance respected; a NaN got where a number was expected notes xt_free's poison "
+             "(its bits), or arithmetic (other NaNs)",
              ok and msg2 is None and msg3 and freed in msg3 and msg5 and freed not in msg5
-             and msg4 and "has 1 element, expected 2" in msg4, [msg, msg2, msg3, msg4, msg5])
+             and overflow and freed not in overflow and "from arithmetic" in overflow
+             and msg4 and "has 1 element, expected 2" in msg4,
+             [msg, msg2, msg3, msg4, msg5, overflow])
     # A relative tolerance scales with each expected value, in both directions.
     rel = spec.Relative(1e-6, 1e-3).bound(np.array([1.0, 1000.0]))
     near = harness.compare("w", np.array([1.0, 1000.0]), np.array([1.0, 1000.9]), rel, 0)
