@@ -368,6 +368,8 @@ MEM = "{:>3}  {:<15} {:>8} {:<27} {:>8} {:>8}  {}"
 
 
 def memory_rows(entry):
+    if not entry["act"]:
+        return [], []
     np_, info = entry["np"], entry["info"]
     T, d = int(info.get("T", 0)), int(info.get("d", 0))
     s, h, a, t = T, d, max(1, d // 64), np_
