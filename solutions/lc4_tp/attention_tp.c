@@ -282,7 +282,7 @@ static void run_case(xt_case *c)
 }
 
 /*
- * d = 6, head dim 3, one sequence of 3 tokens; hq = 2 np query heads and
+ * d = 5, head dim 3, one sequence of 3 tokens; hq = 2 np query heads and
  * hkv = np/2 KV heads (1 when np is odd), so every KV head is replicated on
  * two ranks (np ranks when hkv = 1). Every rank runs the split layer; rank 0
  * also runs the same functions on MPI_COMM_SELF with the whole weights, the
@@ -290,7 +290,7 @@ static void run_case(xt_case *c)
  */
 static void demo(MPI_Comm comm)
 {
-    enum { T = 3, D = 6, HD = 3, MAXH = 16 };
+    enum { T = 3, D = 5, HD = 3, MAXH = 16 };
     int np, rank;
     MPI_Comm_size(comm, &np);
     MPI_Comm_rank(comm, &rank);
@@ -346,7 +346,7 @@ static void demo(MPI_Comm comm)
             for (int j = 0; j < kn; j++)
                 err = fmaxf(err, fabsf(dwk[i * kn + j] - dk1[i * kw + a.kv_lo * HD + j]));
     }
-    xt_print_buffer_at(comm, 0, "single process y row 2: ", y1 + 2 * D, D, MPI_FLOAT);
+    xt_print_buffer_at(comm, 0, "one process y row 2: ", y1 + 2 * D, D, MPI_FLOAT);
     xt_printf_root(comm, "split vs single process: max |difference| of y, dx, dWk %.1e (%s)\n", err,
                    err < 1e-5f ? "agree" : "DIFFER");
     xt_printf_root(
