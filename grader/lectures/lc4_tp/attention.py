@@ -6,9 +6,10 @@ when hkv >= np the KV heads [r hkv/np, (r+1) hkv/np), otherwise KV head r hkv/np
 by np/hkv ranks (its replicas). Cases (hq, hkv, np) cover both: KV heads split
 (4,4,2), (8,2,2), (8,8,4), (12,6,3), (16,4,8), one rank (4,4,1), (2,1,1), and replicated
 (4,1,2), (8,2,4), (8,1,4), (6,1,3), (8,2,8), with (6,3,3) and (8,8,8) where every rank
-holds exactly one of each. Shapes (d, hd, batch, T): d 6, 7, 9, 10, 13; hd 2 to 5 (odd
-ones too); T 1 (a token attending only to itself) to 9; batch 1 and 2 (two sequences
-that must not see each other).
+holds exactly one of each; two shapes each (init and shard, which read no sequence: one).
+Shapes (d, hd, batch, T): d 6, 7, 9, 10, 13; hd 2 to 5 (odd ones too); T 1 (a token
+attending only to itself) to 9; batch 1 and 2 (two sequences that must not see each
+other).
 
 The reference is the whole layer in float64: q, k, v = x Wq, x Wk, x Wv,
 nn.attention_forward / attention_backward (libxt's twin, checked against finite
@@ -63,9 +64,12 @@ def attn_facets(case):
 
 
 def attn_cases(with_sequence):
+    """Every configuration; forward and backward with two shapes each, init and shard
+    (which read no sequence) with one."""
     out = []
     for i, (hq, hkv, n) in enumerate(CONFIGS):
-        for d, hd, batch, T in (SHAPES[i % len(SHAPES)], SHAPES[(i + 2) % len(SHAPES)]):
+        shapes = [SHAPES[i % len(SHAPES)], SHAPES[(i + 2) % len(SHAPES)]]
+        for d, hd, batch, T in shapes[:2 if with_sequence else 1]:
             c = {"np": n, "hq": hq, "hkv": hkv, "d": d, "hd": hd}
             if with_sequence:
                 c.update(batch=batch, T=T)
