@@ -7,6 +7,8 @@ compared on every rank, and every collective is checked exactly (which MPI
 function, how many floats, on which communicator) through PMPI.
 """
 
+from lectures.lc4_tp.attention import (attention_tp_backward, attention_tp_forward,
+                                       attention_tp_init, attention_tp_shard)
 from lectures.lc4_tp.linear import (col_linear_backward, col_linear_forward, col_linear_gather,
                                     row_linear_backward, row_linear_forward)
 from lectures.lc4_tp.mlp import mlp_tp_backward, mlp_tp_forward, mlp_tp_shard
@@ -20,6 +22,7 @@ TITLE = "tensor parallelism"
 TESTS = [col_linear_forward, col_linear_backward, col_linear_gather,
          row_linear_forward, row_linear_backward,
          mlp_tp_shard, mlp_tp_forward, mlp_tp_backward,
+         attention_tp_init, attention_tp_shard, attention_tp_forward, attention_tp_backward,
          embedding_tp_forward, embedding_tp_backward,
          cross_entropy_tp,
          rmsnorm_forward, rmsnorm_backward,
@@ -29,6 +32,7 @@ TESTS = [col_linear_forward, col_linear_backward, col_linear_gather,
 DEMOS = {"col_parallel_linear": ["single process x W equal: yes"],
          "row_parallel_linear": ["single process x W + b equal: yes"],
          "mlp_tp": ["(agree)"],
+         "attention_tp": ["(agree)"],
          "embedding_tp": ["single process E[tokens] equal: yes"],
          "cross_entropy_tp": ["loss and dlogits agree: yes"],
          "rms_norm": ["y, dx, dgamma agree: yes"],

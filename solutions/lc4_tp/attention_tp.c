@@ -1,0 +1,370 @@
+/*
+ * attention_tp.c: causal grouped-query self-attention split across ranks by heads.
+ * docs/lc4_tp.md#attention_tp
+ *
+ *     q = x Wq, k = x Wk, v = x Wv        x: (batch T) x d; Wq: d x hq hd; Wk, Wv: d x hkv hd
+ *     o = attention(q, k, v)              query head j reads KV head j / (hq/hkv), causal
+ *     y = o Wo                            Wo: hq hd x d
+ *
+ * Heads never mix: each is its own attention over its own columns of q, k and
+ * v. So the query heads are cut into np equal blocks (hq % np == 0), and each
+ * rank also holds the KV heads its query heads read: a block of them when
+ * hkv >= np, otherwise the single one, which then lives on np/hkv ranks (its
+ * replicas). Wq, Wk, Wv are column-parallel, Wo row-parallel over the own
+ * query heads:
+ *
+ *     hq = 8, hkv = 2, np = 4:   query heads   0 1 | 2 3 | 4 5 | 6 7
+ *                                KV heads        0 |   0 |   1 |   1
+ *                                rank            0 |   1 |   2 |   3
+ *                                kv_comm        {0, 1}    {2, 3}
+ *
+ *       x (whole) --f--> [q_r k_r v_r] --> attention on the own heads --> o_r Wo_r --g--> y
+ *
+ *   f: identity forward, all-reduce of dx backward; g: all-reduce of y forward.
+ *   A replicated KV head's weight gradient is split among its replicas (each
+ *   holds its own query heads' share): summed over kv_comm.
+ *
+ * Cost per rank: one all-reduce of batch·T·d floats forward, one backward,
+ * and where KV heads are replicated two all-reduces of d·hd floats (dWk, dWv)
+ * among the replicas; weights and activations 1/np of the layer's (the KV
+ * part replicas/np).
+ */
+#include "xt_nn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int d, hq, hkv, hd;     /* the whole layer: model dim, query heads, KV heads, head dim */
+    int hq_local, q_lo;     /* this rank's query heads: hq_local of them from head q_lo */
+    int hkv_local, kv_lo;   /* this rank's KV heads: hkv_local of them from head kv_lo */
+    int replicas;           /* ranks holding each of this rank's KV heads (1 when hkv >= np) */
+    MPI_Comm comm, kv_comm; /* the layer's group; the ranks sharing this rank's KV heads,
+                               in comm's rank order (MPI_COMM_NULL when replicas == 1) */
+} attn_tp;
+
+/*
+ * Collective over comm. The split: rank r owns query heads [r hq/np, (r+1) hq/np);
+ * when hkv >= np, KV heads [r hkv/np, (r+1) hkv/np); otherwise KV head r hkv/np,
+ * held by np/hkv ranks.
+ */
+void attention_tp_init(attn_tp *a, int d, int hq, int hkv, int hd, MPI_Comm comm)
+{
+    int np, rank;
+    MPI_Comm_size(comm, &np);
+    MPI_Comm_rank(comm, &rank);
+    XT_CHECK(hkv >= 1 && hq % hkv == 0 && hq % np == 0 &&
+                 (hkv >= np ? hkv % np == 0 : np % hkv == 0),
+             "attention_tp_init: hq=%d, hkv=%d cannot be split over %d ranks (hkv | hq, "
+             "np | hq, and np | hkv or hkv | np)",
+             hq, hkv, np);
+    /*
+     * TODO: fill every field of *a.
+     *   a->comm is comm itself. kv_comm: exactly one MPI_Comm_split of comm when replicas > 1
+     *   (members in comm's rank order), MPI_COMM_NULL and no MPI call otherwise.
+     */
+    // BEGIN SOLUTION
+    a->d = d;
+    a->hq = hq;
+    a->hkv = hkv;
+    a->hd = hd;
+    a->hq_local = hq / np;
+    a->q_lo = rank * a->hq_local;
+    a->comm = comm;
+    a->kv_comm = MPI_COMM_NULL;
+    if (hkv >= np) {
+        a->hkv_local = hkv / np;
+        a->kv_lo = rank * a->hkv_local;
+        a->replicas = 1;
+    } else {
+        a->hkv_local = 1;
+        a->replicas = np / hkv;
+        a->kv_lo = rank / a->replicas; /* = rank hkv / np */
+        MPI_Comm_split(comm, a->kv_lo, rank, &a->kv_comm);
+    }
+    // END SOLUTION
+}
+
+void attention_tp_free(attn_tp *a)
+{
+    if (a->kv_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&a->kv_comm);
+}
+
+/*
+ * This rank's blocks of the whole weights: wq (d x hq_local hd), wk and wv
+ * (d x hkv_local hd), wo (hq_local hd x d), row-major, contiguous.
+ */
+void attention_tp_shard(const attn_tp *a, const float *wq_full, const float *wk_full,
+                        const float *wv_full, const float *wo_full, float *wq, float *wk, float *wv,
+                        float *wo)
+{
+    /*
+     * TODO: copy out the blocks.
+     *   Head j owns columns j hd .. j hd + hd - 1 of Wq (of Wk, Wv for a KV head) and the same
+     *   rows of Wo. wq, wo: the own query heads; wk, wv: the own KV heads.
+     */
+    // BEGIN SOLUTION
+    int d = a->d, hd = a->hd, qw = a->hq * hd, kw = a->hkv * hd;
+    int qn = a->hq_local * hd, kn = a->hkv_local * hd;
+    for (int i = 0; i < d; i++) {
+        memcpy(wq + (size_t)i * qn, wq_full + (size_t)i * qw + (size_t)a->q_lo * hd,
+               sizeof(float) * qn);
+        memcpy(wk + (size_t)i * kn, wk_full + (size_t)i * kw + (size_t)a->kv_lo * hd,
+               sizeof(float) * kn);
+        memcpy(wv + (size_t)i * kn, wv_full + (size_t)i * kw + (size_t)a->kv_lo * hd,
+               sizeof(float) * kn);
+    }
+    memcpy(wo, wo_full + (size_t)a->q_lo * hd * d, sizeof(float) * (size_t)qn * d);
+    // END SOLUTION
+}
+
+/*
+ * x, y: (batch T) x d, whole on every rank. act: what backward needs, filled
+ * here: batch T (2 hq_local + 2 hkv_local) hd + batch hq_local T floats (its
+ * layout is yours).
+ */
+void attention_tp_forward(const attn_tp *a, const float *x, const float *wq, const float *wk,
+                          const float *wv, const float *wo, float *y, float *act, int batch, int T)
+{
+    /*
+     * TODO: the layer's output.
+     *   y (garbage in) bit-identical on every rank: exactly one MPI_Allreduce of batch*T*d
+     *   floats on a->comm. xt_attention_* are allowed, libxt's decoder is not.
+     */
+    // BEGIN SOLUTION
+    int n = batch * T, d = a->d, qn = a->hq_local * a->hd, kn = a->hkv_local * a->hd;
+    float *q = act, *k = q + (size_t)n * qn, *v = k + (size_t)n * kn;
+    float *o = v + (size_t)n * kn, *lse = o + (size_t)n * qn;
+    xt_linear_forward(q, x, wq, NULL, n, d, qn);
+    xt_linear_forward(k, x, wk, NULL, n, d, kn);
+    xt_linear_forward(v, x, wv, NULL, n, d, kn);
+    xt_attention_forward(o, lse, q, k, v, batch, T, a->hq_local, a->hkv_local, a->hd);
+    xt_linear_forward(y, o, wo, NULL, n, qn, d);
+    MPI_Allreduce(MPI_IN_PLACE, y, n * d, MPI_FLOAT, MPI_SUM, a->comm);
+    // END SOLUTION
+}
+
+void attention_tp_backward(const attn_tp *a, const float *x, const float *wq, const float *wk,
+                           const float *wv, const float *wo, const float *act, const float *dy,
+                           float *dx, float *dwq, float *dwk, float *dwv, float *dwo, int batch,
+                           int T)
+{
+    /*
+     * TODO: backward.
+     *   dwq, dwk, dwv, dwo += this rank's blocks (dwk, dwv: the whole gradient of the own KV
+     *   heads, the same on their replicas); dx (overwritten) bit-identical on every rank.
+     *   Exactly one MPI_Allreduce of batch*T*d floats on a->comm; when replicas > 1, one of
+     *   d*hkv_local*hd floats on a->kv_comm for dWk and one for dWv. act: what forward left.
+     */
+    // BEGIN SOLUTION
+    int n = batch * T, d = a->d, qn = a->hq_local * a->hd, kn = a->hkv_local * a->hd;
+    const float *q = act, *k = q + (size_t)n * qn, *v = k + (size_t)n * kn;
+    const float *o = v + (size_t)n * kn, *lse = o + (size_t)n * qn;
+    size_t nq = (size_t)n * qn + 1, nk = (size_t)n * kn + 1, nw = (size_t)d * kn + 1;
+    float *dout = malloc(sizeof(float) * nq), *dq = malloc(sizeof(float) * nq);
+    float *dk = malloc(sizeof(float) * nk), *dv = malloc(sizeof(float) * nk);
+    float *dx_kv = malloc(sizeof(float) * ((size_t)n * d + 1));
+    xt_linear_backward(dout, dwo, NULL, dy, o, wo, n, qn, d);
+    xt_attention_backward(dq, dk, dv, dout, q, k, v, o, lse, batch, T, a->hq_local, a->hkv_local,
+                          a->hd);
+    xt_linear_backward(dx, dwq, NULL, dq, x, wq, n, d, qn);
+    /* A replicated KV head: this rank's query heads give only a share of its gradient. */
+    int shared = a->replicas > 1;
+    float *gk = shared ? calloc(nw, sizeof(float)) : dwk;
+    float *gv = shared ? calloc(nw, sizeof(float)) : dwv;
+    xt_linear_backward(dx_kv, gk, NULL, dk, x, wk, n, d, kn);
+    for (size_t i = 0; i < (size_t)n * d; i++)
+        dx[i] += dx_kv[i];
+    xt_linear_backward(dx_kv, gv, NULL, dv, x, wv, n, d, kn);
+    for (size_t i = 0; i < (size_t)n * d; i++)
+        dx[i] += dx_kv[i];
+    MPI_Allreduce(MPI_IN_PLACE, dx, n * d, MPI_FLOAT, MPI_SUM, a->comm);
+    if (shared) {
+        MPI_Allreduce(MPI_IN_PLACE, gk, d * kn, MPI_FLOAT, MPI_SUM, a->kv_comm);
+        MPI_Allreduce(MPI_IN_PLACE, gv, d * kn, MPI_FLOAT, MPI_SUM, a->kv_comm);
+        for (int i = 0; i < d * kn; i++) {
+            dwk[i] += gk[i];
+            dwv[i] += gv[i];
+        }
+        free(gk);
+        free(gv);
+    }
+    free(dx_kv);
+    free(dk);
+    free(dv);
+    free(dq);
+    free(dout);
+    // END SOLUTION
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void output_int(xt_case *c, const char *name, int v)
+{
+    xt_case_output(c, name, &v, XT_I32, 1);
+}
+
+static void run_case(xt_case *c)
+{
+    MPI_Comm comm = xt_case_comm(c);
+    int d = (int)xt_case_int(c, "d"), hq = (int)xt_case_int(c, "hq");
+    int hkv = (int)xt_case_int(c, "hkv"), hd = (int)xt_case_int(c, "hd");
+    attn_tp a;
+    attention_tp_init(&a, d, hq, hkv, hd, comm);
+    if (xt_case_is(c, "attention_tp_init")) {
+        const int f[] = {a.d,    a.hq,        a.hkv,   a.hd,      a.hq_local,
+                         a.q_lo, a.hkv_local, a.kv_lo, a.replicas};
+        const char *names[] = {"d",    "hq",        "hkv",   "hd",      "hq_local",
+                               "q_lo", "hkv_local", "kv_lo", "replicas"};
+        for (int i = 0; i < 9; i++)
+            output_int(c, names[i], f[i]);
+        output_int(c, "comm_is_case", a.comm == comm);
+        /* kv_comm's members, as ranks of comm, in kv_comm's rank order (none: NULL). */
+        int size = 0, members[64], ranks[64];
+        if (a.kv_comm != MPI_COMM_NULL) {
+            MPI_Group g_kv, g_case;
+            MPI_Comm_size(a.kv_comm, &size);
+            XT_CHECK(size <= 64, "kv_comm has %d ranks", size);
+            MPI_Comm_group(a.kv_comm, &g_kv);
+            MPI_Comm_group(comm, &g_case);
+            for (int i = 0; i < size; i++)
+                ranks[i] = i;
+            MPI_Group_translate_ranks(g_kv, size, ranks, g_case, members);
+            MPI_Group_free(&g_kv);
+            MPI_Group_free(&g_case);
+        }
+        xt_case_output(c, "kv_members", members, XT_I32, size);
+        attention_tp_free(&a);
+        return;
+    }
+    long qn = (long)a.hq_local * hd, kn = (long)a.hkv_local * hd;
+    if (xt_case_is(c, "attention_tp_shard")) {
+        xt_array wq = xt_case_input_const(c, "wq_full"), wk = xt_case_input_const(c, "wk_full");
+        xt_array wv = xt_case_input_const(c, "wv_full"), wo = xt_case_input_const(c, "wo_full");
+        float *q = xt_case_alloc(c, "wq", d * qn, XT_F32),
+              *k = xt_case_alloc(c, "wk", d * kn, XT_F32);
+        float *v = xt_case_alloc(c, "wv", d * kn, XT_F32),
+              *o = xt_case_alloc(c, "wo", qn * d, XT_F32);
+        attention_tp_shard(&a, wq.data, wk.data, wv.data, wo.data, q, k, v, o);
+        xt_case_output(c, "wq", q, XT_F32, d * qn);
+        xt_case_output(c, "wk", k, XT_F32, d * kn);
+        xt_case_output(c, "wv", v, XT_F32, d * kn);
+        xt_case_output(c, "wo", o, XT_F32, qn * d);
+        attention_tp_free(&a);
+        return;
+    }
+    int batch = (int)xt_case_int(c, "batch"), T = (int)xt_case_int(c, "T");
+    long n = (long)batch * T;
+    xt_array x = xt_case_input_const(c, "x"), wq = xt_case_input_const(c, "wq");
+    xt_array wk = xt_case_input_const(c, "wk"), wv = xt_case_input_const(c, "wv");
+    xt_array wo = xt_case_input_const(c, "wo");
+    float *y = xt_case_alloc(c, "y", n * d, XT_F32);
+    float *act =
+        xt_case_alloc(c, "act", n * (2 * qn + 2 * kn) + (long)batch * a.hq_local * T, XT_F32);
+    attention_tp_forward(&a, x.data, wq.data, wk.data, wv.data, wo.data, y, act, batch, T);
+    xt_case_output(c, "y", y, XT_F32, n * d);
+    if (xt_case_is(c, "attention_tp_backward")) {
+        xt_array dy = xt_case_input_const(c, "dy"), dwq = xt_case_input(c, "dwq");
+        xt_array dwk = xt_case_input(c, "dwk"), dwv = xt_case_input(c, "dwv");
+        xt_array dwo = xt_case_input(c, "dwo");
+        float *dx = xt_case_alloc(c, "dx", n * d, XT_F32);
+        attention_tp_backward(&a, x.data, wq.data, wk.data, wv.data, wo.data, act, dy.data, dx,
+                              dwq.data, dwk.data, dwv.data, dwo.data, batch, T);
+        xt_case_output(c, "dx", dx, XT_F32, n * d);
+        xt_case_output(c, "dwq", dwq.data, XT_F32, dwq.count);
+        xt_case_output(c, "dwk", dwk.data, XT_F32, dwk.count);
+        xt_case_output(c, "dwv", dwv.data, XT_F32, dwv.count);
+        xt_case_output(c, "dwo", dwo.data, XT_F32, dwo.count);
+    }
+    attention_tp_free(&a);
+}
+
+/*
+ * d = 5, head dim 3, one sequence of 3 tokens; hq = 2 np query heads and
+ * hkv = np/2 KV heads (1 when np is odd), so every KV head is replicated on
+ * two ranks (np ranks when hkv = 1). Every rank runs the split layer; rank 0
+ * also runs the same functions on MPI_COMM_SELF with the whole weights, the
+ * single-process twin, and compares y, dx and its own block of dWk.
+ */
+static void demo(MPI_Comm comm)
+{
+    enum { T = 3, D = 5, HD = 3, MAXH = 16 };
+    int np, rank;
+    MPI_Comm_size(comm, &np);
+    MPI_Comm_rank(comm, &rank);
+    int hq = 2 * np, hkv = np % 2 ? 1 : np / 2;
+    if (hq > MAXH) {
+        xt_printf_root(comm, "this demo runs on at most %d ranks\n", MAXH / 2);
+        return;
+    }
+    int qw = hq * HD, kw = hkv * HD;
+    attn_tp a;
+    attention_tp_init(&a, D, hq, hkv, HD, comm);
+    int qn = a.hq_local * HD, kn = a.hkv_local * HD;
+    static float wq_full[D * MAXH * HD], wk_full[D * MAXH * HD], wv_full[D * MAXH * HD];
+    static float wo_full[MAXH * HD * D], act1[T * 4 * MAXH * HD + MAXH * T];
+    static float dq1[D * MAXH * HD], dk1[D * MAXH * HD], dv1[D * MAXH * HD], do1[MAXH * HD * D];
+    float x[T * D], dy[T * D];
+    xt_rng g = xt_rng_seed(4);
+    xt_rng_fill_uniform(&g, x, T * D, -1, 1);
+    xt_rng_fill_uniform(&g, wq_full, D * qw, -0.5f, 0.5f);
+    xt_rng_fill_uniform(&g, wk_full, D * kw, -0.5f, 0.5f);
+    xt_rng_fill_uniform(&g, wv_full, D * kw, -0.5f, 0.5f);
+    xt_rng_fill_uniform(&g, wo_full, qw * D, -0.5f, 0.5f);
+    xt_rng_fill_uniform(&g, dy, T * D, -1, 1);
+    float *wq = malloc(sizeof(float) * D * qn), *wk = malloc(sizeof(float) * D * kn);
+    float *wv = malloc(sizeof(float) * D * kn), *wo = malloc(sizeof(float) * qn * D);
+    float *act = malloc(sizeof(float) * (T * (2 * qn + 2 * kn) + a.hq_local * T));
+    float *dwq = calloc(D * qn, sizeof(float)), *dwk = calloc(D * kn, sizeof(float));
+    float *dwv = calloc(D * kn, sizeof(float)), *dwo = calloc(qn * D, sizeof(float));
+    attention_tp_shard(&a, wq_full, wk_full, wv_full, wo_full, wq, wk, wv, wo);
+    xt_printf_root(comm, "causal GQA attention, T %d, d %d, hq %d, hkv %d, head dim %d\n", T, D, hq,
+                   hkv, HD);
+    xt_printf_ordered(comm, "query heads %d..%d, KV heads %d..%d, replicas %d\n", a.q_lo,
+                      a.q_lo + a.hq_local - 1, a.kv_lo, a.kv_lo + a.hkv_local - 1, a.replicas);
+    float y[T * D], dx[T * D];
+    attention_tp_forward(&a, x, wq, wk, wv, wo, y, act, 1, T);
+    xt_print_buffer_ordered(comm, "y row 2: ", y + 2 * D, D, MPI_FLOAT);
+    attention_tp_backward(&a, x, wq, wk, wv, wo, act, dy, dx, dwq, dwk, dwv, dwo, 1, T);
+    xt_print_buffer_ordered(comm, "dx row 2: ", dx + 2 * D, D, MPI_FLOAT);
+    xt_print_buffer_ordered(comm, "dWk row 0: ", dwk, kn, MPI_FLOAT);
+
+    float err = 0, y1[T * D] = {0};
+    if (rank == 0) {
+        attn_tp one;
+        float dx1[T * D];
+        attention_tp_init(&one, D, hq, hkv, HD, MPI_COMM_SELF);
+        attention_tp_forward(&one, x, wq_full, wk_full, wv_full, wo_full, y1, act1, 1, T);
+        attention_tp_backward(&one, x, wq_full, wk_full, wv_full, wo_full, act1, dy, dx1, dq1, dk1,
+                              dv1, do1, 1, T);
+        attention_tp_free(&one);
+        for (int i = 0; i < T * D; i++)
+            err = fmaxf(err, fmaxf(fabsf(y[i] - y1[i]), fabsf(dx[i] - dx1[i])));
+        for (int i = 0; i < D; i++)
+            for (int j = 0; j < kn; j++)
+                err = fmaxf(err, fabsf(dwk[i * kn + j] - dk1[i * kw + a.kv_lo * HD + j]));
+    }
+    xt_print_buffer_at(comm, 0, "one process y row 2: ", y1 + 2 * D, D, MPI_FLOAT);
+    xt_printf_root(comm, "split vs single process: max |difference| of y, dx, dWk %.1e (%s)\n", err,
+                   err < 1e-5f ? "agree" : "DIFFER");
+    xt_printf_root(
+        comm, "per layer: one all-reduce of T*d = %d floats forward, one backward%s\n", T * D,
+        a.replicas > 1 ? ",\n  and dWk, dWv all-reduced among each KV head's replicas" : "");
+    free(wq);
+    free(wk);
+    free(wv);
+    free(wo);
+    free(act);
+    free(dwq);
+    free(dwk);
+    free(dwv);
+    free(dwo);
+    attention_tp_free(&a);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
