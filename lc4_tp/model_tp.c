@@ -108,8 +108,7 @@ static void tp_model_init(tp_model *m, const tp_config *c, const float *full, MP
     MPI_Comm_size(comm, &m->np);
     MPI_Comm_rank(comm, &m->rank);
     int np = m->np, r = m->rank;
-    if (c->layers > TP_MAX_LAYERS || c->hq % np || c->hq % c->hkv ||
-        (c->hkv % np && np % c->hkv))
+    if (c->layers > TP_MAX_LAYERS || c->hq % np || c->hq % c->hkv || (c->hkv % np && np % c->hkv))
         xt_die("model_tp: %d layers (at most %d), hq %d, hkv %d at np %d: hq must be a "
                "multiple of np and of hkv, and hkv a multiple or a divisor of np",
                c->layers, TP_MAX_LAYERS, c->hq, c->hkv, np);
@@ -195,10 +194,10 @@ float model_tp_step(tp_model *m, const int *tokens, const int *targets, int batc
 
 static tp_config case_config(xt_case *c)
 {
-    tp_config cfg = {(int)xt_case_int(c, "vocab"), (int)xt_case_int(c, "d"),
+    tp_config cfg = {(int)xt_case_int(c, "vocab"),  (int)xt_case_int(c, "d"),
                      (int)xt_case_int(c, "layers"), (int)xt_case_int(c, "hq"),
-                     (int)xt_case_int(c, "hkv"), (int)xt_case_int(c, "hd"),
-                     (int)xt_case_int(c, "ff"), 1e-5f};
+                     (int)xt_case_int(c, "hkv"),    (int)xt_case_int(c, "hd"),
+                     (int)xt_case_int(c, "ff"),     1e-5f};
     return cfg;
 }
 
@@ -206,8 +205,7 @@ static tp_config case_config(xt_case *c)
  * Every tensor this rank holds, as "step<s>_<name>", and its gradient of the step, as
  * "step<s>_grad_<name>": the grader knows the blocks.
  */
-static void output_tensors(xt_case *c, const tp_model *m, float *base, int step,
-                           const char *prefix)
+static void output_tensors(xt_case *c, const tp_model *m, float *base, int step, const char *prefix)
 {
     float *embed, *final_norm, *head;
     tp_block blk[TP_MAX_LAYERS];
@@ -226,11 +224,13 @@ static void output_tensors(xt_case *c, const tp_model *m, float *base, int step,
         const tp_block *b = &blk[l];
         const char *names[] = {"norm1", "wq", "wk", "wv", "wo", "norm2", "wg", "wu", "wd"};
         const float *ptrs[] = {b->norm1, b->wq, b->wk, b->wv, b->wo, b->norm2, b->wg, b->wu, b->wd};
-        long counts[] = {g->d,   g->d * qw,
+        long counts[] = {g->d,
+                         g->d * qw,
                          g->d * kvw,
                          g->d * kvw,
                          qw * g->d,
-                         g->d,   (long)g->d * m->ff_local,
+                         g->d,
+                         (long)g->d * m->ff_local,
                          (long)g->d * m->ff_local,
                          (long)m->ff_local * g->d};
         for (int k = 0; k < 9; k++) {
@@ -316,9 +316,10 @@ static void demo(MPI_Comm comm)
         int at = s * BATCH * T;
         float loss = model_tp_step(&m, tokens + at, targets + at, BATCH, T, &h), one = 0;
         if (s == 0)
-            xt_printf_root(comm, "all-reduces in step 1 on rank 0: %ld (2 + 4L + 2 for the "
-                           "loss = %d%s)\n", xt_mpi_calls("MPI_Allreduce") - before,
-                           2 + 4 * cfg.layers + 2,
+            xt_printf_root(comm,
+                           "all-reduces in step 1 on rank 0: %ld (2 + 4L + 2 for the "
+                           "loss = %d%s)\n",
+                           xt_mpi_calls("MPI_Allreduce") - before, 2 + 4 * cfg.layers + 2,
                            m.replicas > 1 ? ", + 2L on the KV replicas" : "");
         if (rank == 0)
             one = model_tp_step(&single, tokens + at, targets + at, BATCH, T, &h);

@@ -168,8 +168,8 @@ static void demo(MPI_Comm comm)
     xt_rng_fill_uniform(&g, wd_full, FF * D, -0.5f, 0.5f);
     float wg[D * FF], wu[D * FF], wd[FF * D], act[3 * ROWS * FF], y[ROWS * D];
     mlp_tp_shard(wg_full, wu_full, wd_full, wg, wu, wd, D, FF, np, rank);
-    xt_printf_root(comm, "SwiGLU MLP, rows %d, d %d, ff %d: y = (silu(x Wg) * x Wu) Wd\n", ROWS,
-                   D, FF);
+    xt_printf_root(comm, "SwiGLU MLP, rows %d, d %d, ff %d: y = (silu(x Wg) * x Wu) Wd\n", ROWS, D,
+                   FF);
     xt_printf_ordered(comm, "hidden units %d..%d (%d): columns of Wg, Wu; rows of Wd\n", lo,
                       lo + count - 1, count);
     mlp_tp_forward(x, wg, wu, wd, y, act, ROWS, D, count, comm);

@@ -112,8 +112,8 @@ static void demo(MPI_Comm comm)
     const float *w = w_full + lo * OUT; /* a row block is contiguous */
 
     xt_printf_root(comm, "x (2 x 6) = [1..6; 11..16], W (6 x 3), b = 100: y = x W + b\n");
-    xt_printf_ordered(comm, "rows %d..%d of W, columns %d..%d of x (%d)\n", lo, lo + count - 1,
-                      lo, lo + count - 1, count);
+    xt_printf_ordered(comm, "rows %d..%d of W, columns %d..%d of x (%d)\n", lo, lo + count - 1, lo,
+                      lo + count - 1, count);
     xt_linear_forward(partial, x, w, NULL, ROWS, count, OUT);
     xt_print_buffer_ordered(comm, "x_r W_r: ", partial, ROWS * OUT, MPI_FLOAT);
     row_linear_forward(x, w, b, y, ROWS, count, OUT, comm);
