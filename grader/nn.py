@@ -326,10 +326,11 @@ def _sum_groups(d, hq, hkv):
     return out
 
 
-def attention_backward(dout, q, k, v, out, lse, batch, T, hq, hkv, hd, grad_scale=None):
+def attention_backward(dout, q, k, v, out, lse, batch, T, hq, hkv, hd, grad_scale=None,
+                       dq_transposed=False):
     """(dq, dk, dv) of attention_forward, from out and lse, closed form: P = exp(S - lse),
     dV = P^T dO, dS = P (dO V^T - rowsum(dO O)), dQ = c dS K, dK = c dS^T Q, c = 1/sqrt(hd)
-    (grad_scale, for the negative control that forgets it)."""
+    (grad_scale and dq_transposed, dQ = c dS^T K, for the negative controls)."""
     c = 1.0 / math.sqrt(hd) if grad_scale is None else grad_scale
     qh = _heads(q, batch, T, hq, hd)
     dob, ob = _heads(dout, batch, T, hq, hd), _heads(out, batch, T, hq, hd)
@@ -338,7 +339,7 @@ def attention_backward(dout, q, k, v, out, lse, batch, T, hq, hkv, hd, grad_scal
     vq = _heads(v, batch, T, hkv, hd)[:, [kv_head(j, hq, hkv) for j in range(hq)]]
     dp = dob @ vq.transpose(0, 1, 3, 2)
     ds = p * (dp - (dob * ob).sum(axis=3, keepdims=True))
-    dq = c * ds @ kh
+    dq = c * (ds.transpose(0, 1, 3, 2) if dq_transposed else ds) @ kh
     dk = _sum_groups(c * ds.transpose(0, 1, 3, 2) @ qh, hq, hkv)
     dv = _sum_groups(p.transpose(0, 1, 3, 2) @ dob, hq, hkv)
     return _unheads(dq), _unheads(dk), _unheads(dv)

@@ -879,6 +879,12 @@ def attention_unscaled_backward(original, *a):
     return original(*a, grad_scale=1.0)
 
 
+def attention_dq_transposed(original, *a):
+    """dQ computed as dS^T K, the transpose of the score gradient (the original course's
+    slip): the shapes agree, since dS is T x T."""
+    return original(*a, dq_transposed=True)
+
+
 def no_causal_mask(original, T):
     """Every position attending to every other one, the future included."""
     return np.ones((T, T), dtype=bool)
@@ -913,6 +919,8 @@ def embedding_assigned(original, tokens, dy, vocab):
 # the gradients consistent: only C sees it.
 TRANSFORMER_SLIPS = [
     ("attention_backward", attention_unscaled_backward, "attention backward without 1/sqrt(hd)",
+     ("attention", "decoder"), ("fd", "c")),
+    ("attention_backward", attention_dq_transposed, "attention's dQ as dS^T K",
      ("attention", "decoder"), ("fd", "c")),
     ("causal_mask", no_causal_mask, "attention without the causal mask",
      ("attention", "decoder"), ("c",)),
@@ -989,7 +997,7 @@ def run(build_dir="build", seed=SEED, work=None):
              f"{'ok  ' if ok3 else 'FAIL'}  negative control: a wrong GELU', cross-entropy "
              f"gradient, bf16 rounding and Adam in nn.py are caught, and "
              f"{len(TRANSFORMER_SLIPS)} slips in the transformer pieces (attention's scale, "
-             f"mask and KV head, RMSNorm's dgamma, SiLU', the embedding's repeats)"]
+             f"mask, KV head and dQ = dS^T K, RMSNorm's dgamma, SiLU', the embedding's repeats)"]
     lines += ["      " + ln for ln in bad1 + bad2 + bad3]
     return ok1 and ok2 and ok3, lines
 

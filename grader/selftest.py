@@ -1265,7 +1265,7 @@ def test_nn(s):
     start = time.monotonic()
     ok, bad = nntest.negative_control(cases, d)
     s.record("nn: negative control: a wrong GELU', cross-entropy gradient, bf16 rounding, "
-             "Adam, attention (scale, mask, KV head), RMSNorm's dgamma, SiLU' or embedding "
+             "Adam, attention (scale, mask, KV head, dQ as dS^T K), RMSNorm's dgamma, SiLU' or embedding "
              "gradient in nn.py fails those checks", ok, bad, f"({time.monotonic() - start:.1f} s)")
 
 
