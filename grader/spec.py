@@ -273,6 +273,26 @@ def bit_differences(got, want):
     return (int(bad[0]), int(bad.size)) if bad.size else None
 
 
+def disagreement(outs, names, pairs):
+    """Where copies that must be bit for bit the same are not: for each output name, for
+    each (rank, reference rank) of `pairs`, in order, the first whose outs[rank][name]
+    differs from outs[reference][name]. Returns "rank R's NAME[I] is G but rank Q's is W (K
+    of N differ)" and R, or None; a name given as (output, shown) is shown so. Outputs
+    missing or of another shape are skipped: the value comparison reports them."""
+    for name in names:
+        name, shown = (name, name) if isinstance(name, str) else name
+        for r, q in pairs:
+            got, want = outs[r].get(name), outs[q].get(name)
+            if got is None or want is None or got.shape != want.shape:
+                continue
+            diff = bit_differences(got, want)
+            if diff:
+                i, k = diff
+                return (f"rank {r}'s {shown}[{i}] is {got.flat[i]!r} but rank {q}'s is "
+                        f"{want.flat[i]!r} ({k} of {got.size} differ)"), r
+    return None
+
+
 # --------------------------------------------------------------------- rules
 #
 # A rule is called as rule(case, inputs, records): the case, one group's inputs,

@@ -13,7 +13,7 @@ what each program may send.
 import numpy as np
 
 import nn
-from spec import amount, bit_differences, hinted, Relative
+from spec import amount, disagreement, hinted, Relative
 
 STEPS = 3
 
@@ -95,20 +95,12 @@ def identical_on_all_ranks(case, inputs, outs):
     """Every rank's weights bit for bit rank 0's, after every step."""
     m = model_of(case)
     for s in range(STEPS):
-        for name, _, _ in m.tensors:
-            key = f"step{s + 1}_{name}"
-            ref = outs[0].get(key)
-            for r in range(1, case.np):
-                got = outs[r].get(key)
-                if ref is None or got is None or got.shape != ref.shape:
-                    continue  # the value comparison reports missing outputs
-                diff = bit_differences(got, ref)
-                if diff:
-                    i, k = diff
-                    return [(r, f"after step {s + 1}, rank {r}'s {name}[{i}] is {got[i]!r} but "
-                                f"rank 0's is {ref[i]!r} ({k} of {got.size} differ): data "
-                                f"parallel ranks must hold identical weights; they start from "
-                                f"rank 0's (a broadcast) and apply the same averaged gradient")]
+        found = disagreement(outs, [(f"step{s + 1}_{name}", name) for name, _, _ in m.tensors],
+                             [(r, 0) for r in range(1, case.np)])
+        if found:
+            return [(found[1], f"after step {s + 1}, {found[0]}: data parallel ranks must "
+                               f"hold identical weights; they start from rank 0's (a "
+                               f"broadcast) and apply the same averaged gradient")]
     return []
 
 

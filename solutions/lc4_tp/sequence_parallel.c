@@ -35,6 +35,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+// BEGIN SOLUTION
+/* Every rank's block of the T x d tokens as MPI counts and displacements, in floats. */
+static void token_blocks(int T, int d, int np, int *counts, int *displs)
+{
+    for (int r = 0; r < np; r++) {
+        int lo, count;
+        xt_block(T, np, r, &lo, &count);
+        counts[r] = count * d;
+        displs[r] = lo * d;
+    }
+}
+// END SOLUTION
+
 /*
  * x, y: this rank's tokens xt_block(T, np, rank), T_local x d; gamma: d,
  * the same on every rank; w: the hidden-unit blocks of mlp_tp, contiguous:
@@ -56,11 +69,7 @@ float *seqpar_forward(const float *x, const float *gamma, const float *w, float 
     MPI_Comm_size(comm, &np);
     MPI_Comm_rank(comm, &rank);
     int *counts = malloc(sizeof(int) * np), *displs = malloc(sizeof(int) * np);
-    for (int r = 0; r < np; r++) {
-        xt_block(T, np, r, &lo, &tl);
-        counts[r] = tl * d;
-        displs[r] = lo * d;
-    }
+    token_blocks(T, d, np, counts, displs);
     xt_block(T, np, rank, &lo, &tl);
     size_t nh = (size_t)T * (size_t)ff_local, td = (size_t)T * (size_t)d;
     size_t nw = (size_t)d * (size_t)ff_local;
@@ -106,11 +115,7 @@ void seqpar_backward(const float *x, const float *gamma, const float *w, float *
     MPI_Comm_size(comm, &np);
     MPI_Comm_rank(comm, &rank);
     int *counts = malloc(sizeof(int) * np), *displs = malloc(sizeof(int) * np);
-    for (int r = 0; r < np; r++) {
-        xt_block(T, np, r, &lo, &tl);
-        counts[r] = tl * d;
-        displs[r] = lo * d;
-    }
+    token_blocks(T, d, np, counts, displs);
     xt_block(T, np, rank, &lo, &tl);
     size_t nh = (size_t)T * (size_t)ff_local, td = (size_t)T * (size_t)d;
     size_t nw = (size_t)d * (size_t)ff_local;

@@ -31,7 +31,7 @@ A wrong head, a missing term or a missing sum changes elements by the size of a 
 import numpy as np
 
 import nn
-from spec import bit_differences, hinted, test
+from spec import disagreement, hinted, test
 from lectures.lc4_tp.tp import collectives_exactly, identical_on_ranks
 
 # (hq, hkv, np)
@@ -227,23 +227,19 @@ def attn_locate(case, name, index, rank):
 
 def replicas_agree(case, inputs, outs):
     """dwk and dwv bit for bit the same on every replica of a KV head."""
-    for name in ("dwk", "dwv"):
-        for r in range(case.np):
-            kv_lo, reps = layout(case, r)[2], layout(case, r)[4]
-            first = next(s for s in range(case.np) if layout(case, s)[2] == kv_lo)
-            if reps == 1 or first == r:
-                continue
-            ref, got = outs[first].get(name), outs[r].get(name)
-            if ref is None or got is None or got.shape != ref.shape:
-                continue
-            diff = bit_differences(got, ref)
-            if diff:
-                i, k = diff
-                return [(r, f"rank {r}'s {name}[{i}] is {got.flat[i]!r} but rank {first}'s is "
-                            f"{ref.flat[i]!r} ({k} of {got.size} differ); both hold KV head "
-                            f"{kv_lo} (replicas {reps}): its gradient is the sum of every "
-                            f"replica's query heads' shares, the same number on each")]
-    return []
+    pairs = []
+    for r in range(case.np):
+        kv_lo, reps = layout(case, r)[2], layout(case, r)[4]
+        first = next(s for s in range(case.np) if layout(case, s)[2] == kv_lo)
+        if reps > 1 and first != r:
+            pairs.append((r, first))
+    found = disagreement(outs, ("dwk", "dwv"), pairs)
+    if not found:
+        return []
+    r = found[1]
+    kv_lo, reps = layout(case, r)[2], layout(case, r)[4]
+    return [(r, f"{found[0]}; both hold KV head {kv_lo} (replicas {reps}): its gradient is "
+                f"the sum of every replica's query heads' shares, the same number on each")]
 
 
 SAME = identical_on_ranks(["y", "dx"], "the layers after (and before) attention run on every "

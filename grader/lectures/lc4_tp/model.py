@@ -32,7 +32,7 @@ message, no gather of the logits.
 import numpy as np
 
 import nn
-from spec import Relative, amount, hinted, test
+from spec import Relative, amount, disagreement, hinted, test
 from training import LOSS_TOLERANCE
 from lectures.lc4_tp.tp import COMMUNICATING, block, identical_on_ranks
 
@@ -252,20 +252,11 @@ def replicated(case, inputs, outs):
     if bad or case["hkv"] >= case.np:
         return bad
     reps = case.np // case["hkv"]
-    for r in range(case.np):
-        first = r - r % reps
-        if first == r:
-            continue
-        for k in outs[r]:
-            if k.endswith(("_wk", "_wv")) and k in outs[first]:
-                a, b = outs[r][k], outs[first][k]
-                if a.shape == b.shape and a.tobytes() != b.tobytes():
-                    i = int(np.flatnonzero(a.view(np.uint32) != b.view(np.uint32))[0])
-                    return [(r, f"rank {r}'s {k}[{i}] is {a[i]!r} but rank {first}'s is "
-                                f"{b[i]!r}: they hold the same KV head, so their gradients "
-                                f"must be summed over the replicas (each saw only its own "
-                                f"query heads) before the same AdamW step")]
-    return []
+    found = disagreement(outs, [k for k in outs[0] if k.endswith(("_wk", "_wv"))],
+                         [(r, r - r % reps) for r in range(case.np) if r % reps])
+    return [(found[1], f"{found[0]}: they hold the same KV head, so their gradients must be "
+                       f"summed over the replicas (each saw only its own query heads) before "
+                       f"the same AdamW step")] if found else []
 
 
 def communication(case, inputs, records):

@@ -11,7 +11,7 @@ run on a sub-communicator shows.
 import numpy as np
 
 import nn
-from spec import amount, bit_differences, hinted
+from spec import amount, disagreement, hinted
 
 # World sizes: every layer at np 1 to 4, with dimensions np does not divide and dimensions
 # smaller than np (ranks holding an empty block); np 8 where heads split that far
@@ -67,16 +67,20 @@ def shape_locator(shape_of):
 
 # --------------------------------------------------------------------- rules
 
-def no_communication(what):
-    """No call that communicates (point-to-point, collective, communicator, one-sided)."""
+def no_communication(what, has_comm=True):
+    """No call that communicates (point-to-point, collective, communicator, one-sided).
+    For a function with no communicator argument (has_comm False), no MPI call at all
+    that libxt sees (MPI_Reduce_local and MPI_Abort included)."""
     def rule(case, inputs, records):
         out = []
         for r, rec in enumerate(records):
             used = sorted(fn for fn, st in rec.calls.items()
-                          if st.kind in COMMUNICATING and st.calls)
+                          if st.calls and (st.kind in COMMUNICATING or not has_comm))
             if used:
-                out.append((r, f"rank {r} called {', '.join(used)}: {what} makes no MPI call "
-                               f"(local queries such as MPI_Comm_rank are fine)"))
+                out.append((r, f"rank {r} called {', '.join(used)}: {what} " +
+                               ("makes no MPI call (local queries such as MPI_Comm_rank are "
+                                "fine)" if has_comm else
+                                "takes no communicator and makes no MPI call")))
         return out
     return hinted(rule, f"{what} needs nothing from the other ranks: every input it reads is "
                         f"already on this rank")
@@ -160,34 +164,9 @@ def collectives_exactly(expected, formula, ordered=True):
 def identical_on_ranks(names, why):
     """A check: outputs `names` (those present) are bit for bit rank 0's on every rank."""
     def check(case, inputs, outs):
-        for name in names:
-            ref = outs[0].get(name)
-            for r in range(1, case.np):
-                got = outs[r].get(name)
-                if ref is None or got is None or got.shape != ref.shape:
-                    continue  # the value comparison reports missing outputs
-                diff = bit_differences(got, ref)
-                if diff:
-                    i, k = diff
-                    return [(r, f"rank {r}'s {name}[{i}] is {got.flat[i]!r} but rank 0's is "
-                                f"{ref.flat[i]!r} ({k} of {got.size} differ): {why}")]
-        return []
+        found = disagreement(outs, names, [(r, 0) for r in range(1, case.np)])
+        return [(found[1], f"{found[0]}: {why}")] if found else []
     return check
-
-
-def no_mpi_call(what):
-    """No MPI call at all that libxt sees (every communicating call, MPI_Reduce_local,
-    MPI_Abort): for a function that has no communicator to work on."""
-    def rule(case, inputs, records):
-        out = []
-        for r, rec in enumerate(records):
-            used = sorted(fn for fn, st in rec.calls.items() if st.calls)
-            if used:
-                out.append((r, f"rank {r} called {', '.join(used)}: {what} takes no "
-                               f"communicator and makes no MPI call"))
-        return out
-    return hinted(rule, f"{what} needs nothing from the other ranks: every input it reads is "
-                        f"already on this rank")
 
 
 def collectives_at_most(allowed, max_calls, max_floats, formula):

@@ -34,7 +34,7 @@ import numpy as np
 
 from spec import hinted, test
 from lectures.lc4_tp.tp import (NPS_LAYER, block, collectives_at_most, collectives_exactly,
-                                identical_on_ranks, matmul_tolerance, no_mpi_call)
+                                identical_on_ranks, matmul_tolerance, no_communication)
 
 
 # (V, d): V not divisible by 2, 3 or 4 except 16; V = 3 leaves a rank empty at np 4.
@@ -150,7 +150,7 @@ def embedding_tp_forward(rng):
 
 @test("embedding_tp", points=4, inputs=emb_inputs, reference=emb_reference,
       tolerance=emb_tolerance, label=emb_label, facets=vocab_facets, locate=emb_locate,
-      rules=[no_mpi_call("the embedding's backward")],
+      rules=[no_communication("the embedding's backward", has_comm=False)],
       hint="for every i whose token t is in [v_lo, v_lo + v_count): add row i of dy to row "
            "t - v_lo of de_local (+=: a repeated token adds twice, and de_local already "
            "holds earlier gradients); skip every other token")
