@@ -11,7 +11,7 @@
  *   0 core_state.c core_clock.c dtype.c
  *   1 core_err.c mpi_names.c
  *   2 core_opts.c print.c npy.c notes.c counters.c call.c
- *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c
+ *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c mesh.c
  *   4 pmpi.c record.c nn.c
  *   5 case.c transformer.c
  *   6 case_run.c train.c
@@ -23,9 +23,9 @@
  * printing and files (print.c, npy.c); then the instrumentation (2-4: the
  * MPI function table, counters, the call in progress, notes, requests,
  * memory, trace, the buffer watch, the watchdog, crash reports, the wait
- * for a debugger, the PMPI wrappers, the case record) and the numeric
- * layer (nn.c); then the case protocol (5-6: one case, the case runner,
- * the training harness); then init/main (7); the CUDA helpers sit above
+ * for a debugger, the PMPI wrappers, the case record), the process mesh
+ * (mesh.c) and the numeric layer (nn.c); then the case protocol (5-6: one
+ * case, the case runner, the training harness); then init/main (7); the CUDA helpers sit above
  * every C file. Code that only one lecture's programs share is not here: it
  * is that lecture's lecture.c.
  * Where a lower layer needs something a higher one knows, the higher one
@@ -373,6 +373,9 @@ void xti_crash_catch_asan(int (*describe)(const void *addr, char *out, size_t ca
  * a debugger (or SIGUSR1) clears xt_debug_wait. Otherwise nothing. */
 void xti_debug_wait(void);
 extern volatile sig_atomic_t xt_debug_wait;
+
+/* mesh.c */
+/* (nothing internal: xt_mesh_*) */
 
 /* ----------------------------------------------------------------- layer 4 */
 
