@@ -5,7 +5,8 @@
   2. clang-format: every C file as .clang-format wants it; editor support: a build writes
      compile_commands.json, with which clangd --check finds no error in an exercise of
      each lecture
-  3. libxt: .npy round trip, PMPI counters, strict send, watchdog, TODO, crashes, case mode
+  3. libxt: .npy round trip, PMPI counters, strict send, watchdog, TODO, crashes, case mode,
+     the process mesh
   4. the grader's own pieces: NumPy references, comparisons, the stub checker; CASE= and
      make debug (a rank waiting for gdb, which attaches and releases it)
   5. stubs: the student tree is what solutions/ generates, with no solution text
