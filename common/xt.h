@@ -221,9 +221,9 @@ typedef struct {
     char names[XT_MESH_MAX_DIMS][8]; /* "dp", "pp", "tp", ... in the description's order */
     int sizes[XT_MESH_MAX_DIMS];
     int coords[XT_MESH_MAX_DIMS]; /* this rank's coordinate along each */
-    MPI_Comm
-        group[XT_MESH_MAX_DIMS]; /* the ranks that differ from this one only along that dimension */
-    MPI_Comm comm;               /* the mesh's own communicator (a dup of the parent) */
+    /* Along each dimension, the ranks that differ from this one only in that coordinate. */
+    MPI_Comm group[XT_MESH_MAX_DIMS];
+    MPI_Comm comm; /* the mesh's own communicator (a dup of the parent) */
 } xt_mesh;
 /*
  * "dp=2,pp=2,tp=2" (or "2x2x2" with the default names dp, pp, tp; a dimension
