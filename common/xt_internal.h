@@ -13,7 +13,7 @@
  *   2 core_opts.c print.c npy.c notes.c counters.c call.c
  *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c
  *   4 pmpi.c record.c nn.c
- *   5 case.c transformer.c
+ *   5 case.c transformer.c stage.c
  *   6 case_run.c train.c
  *   7 init.c
  *   8 cuda.cu
@@ -381,8 +381,10 @@ extern volatile sig_atomic_t xt_debug_wait;
 
 /* record.c */
 void xti_record_begin(void); /* a case begins: counters, notes and memory peaks cleared */
-/* Writes counters, events, notes and memory of the finished case. */
+/* Writes counters, events, notes, memory and stage calls of the finished case. */
 void xti_record_write(const char *path, double seconds);
+/* A pipeline stage's call (op F, B, I or W) for the case's log, start and end by xti_now(). */
+void xti_record_stage(char op, int mb, int chunk, double start, double end);
 
 /* nn.c */
 /* xt_gemm with leading dimensions: row r of A starts at a + r lda (likewise B and C), so
@@ -415,6 +417,9 @@ void xti_case_check_buffers(xt_case *c);
 /* xti_mem_describe, and first the guard bytes of the running case's inputs and outputs
  * ("past the end of 'recv' (4 x float32): element [5] (byte 4 after the end)"). */
 int xti_case_describe(const void *addr, char *out, size_t cap);
+
+/* stage.c */
+/* (nothing internal: xt_stage_*) */
 
 /* ----------------------------------------------------------------- layer 6 */
 
