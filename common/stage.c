@@ -1,6 +1,6 @@
 /*
- * stage.c: a pipeline stage (xt_nn.h): a few consecutive layers of lecture
- * 2's MLP, with as many micro-batches in flight as a schedule wants. Every
+ * stage.c: a pipeline stage (xt_nn.h): a few consecutive layers of the
+ * MLP (nn.c), with as many micro-batches in flight as a schedule wants. Every
  * forward, backward, input part and weight part is logged in the case
  * record (record.c's S lines), with libxt's clock, so that the grader can see
  * the schedule that ran.

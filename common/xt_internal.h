@@ -25,8 +25,9 @@
  * memory, trace, the buffer watch, the watchdog, crash reports, the wait
  * for a debugger, the PMPI wrappers, the case record) and the numeric
  * layer (nn.c); then the case protocol (5-6: one case, the case runner,
- * the training harness); then init/main (7); the CUDA helpers sit above
- * every C file. Code that only one lecture's programs share is not here: it
+ * the training harness) beside the transformer pieces and the pipeline
+ * stage (stage.c, whose calls the case record logs); then init/main (7);
+ * the CUDA helpers sit above every C file. Code that only one lecture's programs share is not here: it
  * is that lecture's lecture.c.
  * Where a lower layer needs something a higher one knows, the higher one
  * installs a hook at start-up (npy.c's guard, installed by case.c).

@@ -303,8 +303,8 @@ void xt_train_demo_gather_shards(xt_train_demo *d, const float *shard, long lo, 
 /* ------------------------------------------------------ pipeline stage */
 
 /*
- * Lecture 5's pipeline stage (common/stage.c): layers first .. first+count-1
- * of lecture 2's MLP dims[0..nlayers], `act` after every layer but the
+ * A pipeline stage (common/stage.c): layers first .. first+count-1 of the
+ * MLP above with widths dims[0..nlayers], `act` after every layer but the
  * model's last, the loss after the model's last. Its parameters are those
  * layers' W_l, b_l in order, flat: exactly the slice of the whole model's
  * flat buffer from xt_mlp_layer_offset(first), so that a stage's parameters

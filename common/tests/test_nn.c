@@ -46,7 +46,9 @@
  *                         forward_skip forward_past_end loss_early
  *                         backward_before_loss backward_skip; and the
  *                         transformer pieces' dimension checks:
- *                         embedding_range gqa_heads
+ *                         embedding_range gqa_heads; and a pipeline stage
+ *                         misused: stage_no_forward stage_weight_first
+ *                         stage_loss_not_last stage_twice
  */
 #include "xt_harness.h"
 
@@ -1037,6 +1039,25 @@ static void die_out_of_order(const char *mode)
         int tokens[4] = {1, 63, 0, 97};
         float table[64 * 2] = {0}, y[4 * 2];
         xt_embedding_forward(y, tokens, 4, table, 64, 2); /* 97 is not in 0..63 */
+    } else if (!strncmp(mode, "stage_", 6)) {
+        int dims[4] = {3, 4, 4, 2};
+        xt_stage *s0 = xt_stage_new(3, dims, XT_RELU, XT_MSE, 0, 2, 0);
+        float y[2 * 4], dy[2 * 4] = {0};
+        if (!strcmp(mode, "stage_no_forward")) {
+            xt_stage_forward(s0, 0, x, 2, y);
+            xt_stage_backward(s0, 1, dy, NULL); /* micro-batch 1 never went forward */
+        } else if (!strcmp(mode, "stage_weight_first")) {
+            xt_stage_forward(s0, 0, x, 2, y);
+            xt_stage_backward_weight(s0, 0); /* before its input part */
+        } else if (!strcmp(mode, "stage_loss_not_last")) {
+            xt_stage_forward(s0, 0, x, 2, y);
+            xt_stage_loss(s0, 0, target, 1.0f); /* layer 2 is on another stage */
+        } else if (!strcmp(mode, "stage_twice")) {
+            xt_stage_forward(s0, 3, x, 2, y);
+            xt_stage_forward(s0, 3, x, 2, y); /* still in flight */
+        } else {
+            xt_die("--die %s: no such mode", mode);
+        }
     } else if (!strcmp(mode, "gqa_heads")) {
         float q[6] = {0}, k[4] = {0}, v[4] = {0}, out[6], lse[3];
         xt_attention_forward(out, lse, q, k, v, 1, 1, 3, 2, 2); /* 2 KV heads for 3 */
