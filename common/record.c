@@ -10,17 +10,65 @@
  *                                       any (here: the hook after layer 2's backward)
  *     N RACE ...                        notes (notes.c)
  *     M params 4096 4096                memory per kind (mem.c)
+ *     S F 3 0 0.001250 0.001302         a pipeline stage's call (stage.c): F forward, B
+ *                                       backward, I its input part, W its weight part;
+ *                                       the micro-batch, the model chunk, and when it
+ *                                       started and ended, in seconds since the case began
+ *     SD 12                             stage calls not logged (past the log's cap)
  *     END
  *
  * xti_record_begin clears what a case collects; xti_record_write writes it.
  */
 #include "xt_internal.h"
 
+#include <stdlib.h>
+
+typedef struct {
+    char op;
+    int mb, chunk;
+    double start, end;
+} stage_call;
+
+enum { MAX_STAGE_CALLS = 1 << 16 };
+static stage_call *stage_calls;
+static long n_stage_calls, cap_stage_calls, dropped_stage_calls;
+static double case_began; /* xti_now() when the case began; 0 before the first */
+
 void xti_record_begin(void)
 {
     xt_mpi_stats_reset();
     xt_mem_reset_peak();
     xti_notes_clear();
+    n_stage_calls = dropped_stage_calls = 0;
+    case_began = xti_now();
+}
+
+void xti_record_stage(char op, int mb, int chunk, double start, double end)
+{
+    if (n_stage_calls == cap_stage_calls) {
+        if (cap_stage_calls >= MAX_STAGE_CALLS) {
+            dropped_stage_calls++;
+            return;
+        }
+        cap_stage_calls = cap_stage_calls ? 2 * cap_stage_calls : 256;
+        stage_calls = realloc(stage_calls, (size_t)cap_stage_calls * sizeof *stage_calls);
+        XT_CHECK(stage_calls, "out of memory for the pipeline stage log");
+    }
+    stage_calls[n_stage_calls++] =
+        (stage_call){op, mb, chunk, start - case_began, end - case_began};
+}
+
+static void stages_write(FILE *f)
+{
+    if (n_stage_calls || dropped_stage_calls)
+        fprintf(f, "# stage call: F|B|I|W micro-batch chunk start end (seconds since the case "
+                   "began)\n");
+    for (long i = 0; i < n_stage_calls; i++) {
+        const stage_call *c = &stage_calls[i];
+        fprintf(f, "S %c %d %d %.6f %.6f\n", c->op, c->mb, c->chunk, c->start, c->end);
+    }
+    if (dropped_stage_calls)
+        fprintf(f, "SD %ld\n", dropped_stage_calls);
 }
 
 void xti_record_write(const char *path, double seconds)
@@ -32,6 +80,7 @@ void xti_record_write(const char *path, double seconds)
     xti_counters_write(f);
     xti_notes_write(f);
     xti_mem_write(f);
+    stages_write(f);
     fprintf(f, "END\n");
     XT_CHECK(fclose(f) == 0, "cannot write %s", path);
 }

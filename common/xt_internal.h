@@ -13,7 +13,7 @@
  *   2 core_opts.c print.c npy.c notes.c counters.c call.c
  *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c mesh.c
  *   4 pmpi.c record.c nn.c
- *   5 case.c transformer.c
+ *   5 case.c transformer.c stage.c
  *   6 case_run.c train.c
  *   7 init.c
  *   8 cuda.cu
@@ -25,8 +25,10 @@
  * memory, trace, the buffer watch, the watchdog, crash reports, the wait
  * for a debugger, the PMPI wrappers, the case record), the process mesh
  * (mesh.c) and the numeric layer (nn.c); then the case protocol (5-6: one
- * case, the case runner, the training harness); then init/main (7); the CUDA helpers sit above
- * every C file. Code that only one lecture's programs share is not here: it
+ * case, the case runner, the training harness) beside the transformer pieces
+ * and the pipeline stage (stage.c, whose calls the case record logs); then
+ * init/main (7); the CUDA helpers sit above every C file. Code that only one
+ * lecture's programs share is not here: it
  * is that lecture's lecture.c.
  * Where a lower layer needs something a higher one knows, the higher one
  * installs a hook at start-up (npy.c's guard, installed by case.c).
@@ -384,8 +386,10 @@ extern volatile sig_atomic_t xt_debug_wait;
 
 /* record.c */
 void xti_record_begin(void); /* a case begins: counters, notes and memory peaks cleared */
-/* Writes counters, events, notes and memory of the finished case. */
+/* Writes counters, events, notes, memory and stage calls of the finished case. */
 void xti_record_write(const char *path, double seconds);
+/* A pipeline stage's call (op F, B, I or W) for the case's log, start and end by xti_now(). */
+void xti_record_stage(char op, int mb, int chunk, double start, double end);
 
 /* nn.c */
 /* xt_gemm with leading dimensions: row r of A starts at a + r lda (likewise B and C), so
@@ -418,6 +422,9 @@ void xti_case_check_buffers(xt_case *c);
 /* xti_mem_describe, and first the guard bytes of the running case's inputs and outputs
  * ("past the end of 'recv' (4 x float32): element [5] (byte 4 after the end)"). */
 int xti_case_describe(const void *addr, char *out, size_t cap);
+
+/* stage.c */
+/* (nothing internal: xt_stage_*) */
 
 /* ----------------------------------------------------------------- layer 6 */
 

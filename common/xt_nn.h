@@ -300,6 +300,68 @@ void xt_train_demo_use_adam(xt_train_demo *d);
 /* The full parameters of sharded ranks, on rank 0 (collective), for the report. */
 void xt_train_demo_gather_shards(xt_train_demo *d, const float *shard, long lo, long count);
 
+/* ------------------------------------------------------ pipeline stage */
+
+/*
+ * A pipeline stage (common/stage.c): layers first .. first+count-1 of the
+ * MLP above with widths dims[0..nlayers], `act` after every layer but the
+ * model's last, the loss after the model's last. Its parameters are those
+ * layers' W_l, b_l in order, flat: exactly the slice of the whole model's
+ * flat buffer from xt_mlp_layer_offset(first), so that a stage's parameters
+ * can be copied from a whole model. chunk is the model chunk its calls are
+ * logged as (interleaved schedules give a rank several).
+ *
+ * Any number of micro-batches may be in flight, in any order: a forward keeps
+ * what its backward needs, per micro-batch, until that backward. What one
+ * micro-batch of `rows` rows keeps, as XT_MEM_ACTIVATIONS, is exactly
+ *
+ *     after xt_stage_forward:          4 rows (in + 2 S) bytes
+ *                                      (a copy of x, and each layer's output
+ *                                      before and after its activation)
+ *     plus, after xt_stage_loss:       4 rows out bytes (the loss's gradient)
+ *     plus, after the input part:      4 rows S bytes (each layer's dLoss/d(pre))
+ *                                      (the loss's gradient is freed then)
+ *
+ * S being the sum of the stage's layer widths dims[first+1] + ... +
+ * dims[first+count], in = dims[first], out = dims[first+count] (at least 4
+ * bytes for a block of zero rows). Backward frees it all, so that with k
+ * micro-batches forwarded and none backward the stage keeps k times one's.
+ *
+ * Every call but the loss is logged in the case record as a line
+ * "S <op> <mb> <chunk> <start> <end>" (docs/grader.md): op F forward, B full
+ * backward, I input part, W weight part; start and end in seconds since the
+ * case began. Misuse (a backward with no forward in flight, the weight part
+ * before the input part, the loss on a stage that is not the last, a
+ * micro-batch forwarded again while in flight) stops the run with a message.
+ */
+typedef struct xt_stage xt_stage;
+
+xt_stage *xt_stage_new(int nlayers, const int *dims, xt_act act, xt_loss loss, int first, int count,
+                       int chunk);
+void xt_stage_free(xt_stage *s);
+long xt_stage_nparams(const xt_stage *s);
+float *xt_stage_params(xt_stage *s); /* xt_alloc XT_MEM_PARAMS */
+float *xt_stage_grads(xt_stage *s);  /* xt_alloc XT_MEM_GRADS, zeroed at creation; backward adds */
+int xt_stage_in(const xt_stage *s);  /* dims[first] */
+int xt_stage_out(const xt_stage *s); /* dims[first + count] */
+int xt_stage_is_last(const xt_stage *s);
+/* Forward of micro-batch mb (>= 0): x (rows x in) -> y (rows x out). */
+void xt_stage_forward(xt_stage *s, int mb, const float *x, int rows, float *y);
+/* Last stage only: mb's loss against target (as xt_mlp_backward takes targets) and, kept for
+ * its backward, the loss's gradient times scale (1/M for a mean over M micro-batches).
+ * Returns the loss. */
+float xt_stage_loss(xt_stage *s, int mb, const void *target, float scale);
+/* Full backward of mb: dy (rows x out; NULL on the last stage: the loss's gradient), dx
+ * (rows x in) overwritten (NULL: not wanted, the first stage), grads +=; frees mb's
+ * activations. */
+void xt_stage_backward(xt_stage *s, int mb, const float *dy, float *dx);
+/* The same split in two (zero-bubble schedules): the input part (dx, keeping what the weight
+ * part needs) and the weight part (grads +=, then mb's activations are freed). Together they
+ * give the full backward's bits. */
+void xt_stage_backward_input(xt_stage *s, int mb, const float *dy, float *dx);
+void xt_stage_backward_weight(xt_stage *s, int mb);
+long xt_stage_forwards(const xt_stage *s); /* forward calls so far (recomputation counts them) */
+
 /* ------------------------------------------------- transformer pieces */
 
 /*

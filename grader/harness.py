@@ -61,6 +61,16 @@ class Event:
 
 
 @dataclasses.dataclass
+class StageCall:
+    """One call of a pipeline stage (common/stage.c), an S line of the record."""
+    op: str  # F forward, B full backward, I its input part, W its weight part
+    mb: int  # the micro-batch
+    chunk: int  # the model chunk the stage is
+    start: float  # seconds since the case began
+    end: float
+
+
+@dataclasses.dataclass
 class Record:
     """What one rank wrote about one case: its MPI calls, events and notes."""
     seconds: float = 0.0
@@ -68,6 +78,8 @@ class Record:
     events: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)  # (kind, text)
     memory: dict = dataclasses.field(default_factory=dict)  # kind -> (current, peak) bytes
+    stages: list = dataclasses.field(default_factory=list)  # StageCall, in call order
+    stages_dropped: int = 0  # stage calls past the log's cap, not in stages
     complete: bool = False
 
     @property
@@ -110,6 +122,11 @@ def read_record(path):
         elif line.startswith("M "):
             _, kind, current, peak = line.split()
             rec.memory[kind] = (int(current), int(peak))
+        elif line.startswith("S "):
+            _, op, mb, chunk, start, end = line.split()
+            rec.stages.append(StageCall(op, int(mb), int(chunk), float(start), float(end)))
+        elif line.startswith("SD "):
+            rec.stages_dropped = int(line.split()[1])
         elif line == "END":
             rec.complete = True
     return rec if rec.complete else None

@@ -29,8 +29,10 @@ Three checks, each of which `make test` records on its own line:
 Beside the comparisons, test_nn checks in C that the layer-by-layer MLP API
 (own buffers per layer) gives the bits of xt_mlp_forward/backward, and
 check 1 runs `test_nn --die MODE` to see the layer API called out of order,
-a token outside the embedding table and hkv not dividing hq stop with their
-messages (OUT_OF_ORDER). bf16 rounding must be bit-exact, and
+a token outside the embedding table, hkv not dividing hq and a pipeline
+stage misused (a backward with no forward, the weight part first, the loss
+on a stage that is not the last, a micro-batch forwarded twice) stop with
+their messages (OUT_OF_ORDER). bf16 rounding must be bit-exact, and
 nn.bf16_round is itself checked against rounding done by arithmetic
 (bf16_reference).
 
@@ -59,6 +61,13 @@ Tolerances (float32 results against the float64 reference, elementwise):
     Accumulated gradients (dgamma, dW*, dtable, dparams) start from random
     nonzero values and must come back plus the gradient; dq, dk, dv, dx and
     every forward output start as NaN.
+  - pipeline stages (STAGE_RTOL), each tensor at once as the MLP: 1e-5
+    max(1, max |ref|) for each stage's gradients (the slice of the whole
+    model's, summed over the micro-batches with 1/M), the losses, the
+    outputs and the first stage's dx; measured at most 6.7e-7 over 23 seeds.
+    In C, test_nn checks that the split backward gives the full backward's
+    bits, the activations each micro-batch keeps (xt_nn.h's formula) and the
+    forward counter.
 Buffers the C side must overwrite start as NaN; those it must not touch
 (a NULL gradient) must come back as they went in.
 """
@@ -247,6 +256,7 @@ def generate(d, rng):
     generate_adam(c, rng, normal)
     generate_layers(c, rng, normal)
     generate_transformer(c, rng, normal)
+    generate_stages(c, rng, normal)
     c.write()
     return c.cases
 
@@ -318,6 +328,38 @@ def generate_layers(c, rng, normal):
         c.add("layers", dict(dims=",".join(map(str, dims)), act=act, loss=loss,
                              seed=int(rng.integers(0, 1 << 62)), drop=(t + t // 4) % 2,
                              scale=[1.0, 0.5, 2.0, 0.3][t % 4]), **inputs)
+
+
+def generate_stages(c, rng, normal):
+    """Pipeline stages: a random MLP of 2-5 layers cut into 1-3 stages, M = 1-4 micro-batches
+    in a scrambled order (micro-batch b's forward before its backward, other forwards in
+    between), some stages' backward split into its input and weight parts."""
+    for t in range(12):
+        nl = 2 + t % 4
+        dims = [int(rng.integers(1, 10)) for _ in range(nl + 1)]
+        act, loss = ("relu", "gelu")[t % 2], ("mse", "ce")[t // 2 % 2]
+        nst = 1 + int(rng.integers(0, min(3, nl)))
+        cuts = [0] + sorted(int(v) for v in rng.choice(np.arange(1, nl), nst - 1,
+                                                        replace=False)) + [nl]
+        split = [int(v) for v in rng.integers(0, 2, nst)]
+        M = 1 + t % 4
+        order, pending, todo = [], [], list(range(M))
+        while todo or pending:  # forwards in order, backwards in any order after their forward
+            if todo and (not pending or rng.random() < 0.5):
+                pending.append(todo.pop(0))
+                order.append(f"f{pending[-1]}")
+            else:
+                order.append(f"b{pending.pop(int(rng.integers(0, len(pending))))}")
+        m = nn.Mlp(dims, act, loss)
+        inputs = dict(p=normal(m.nparams) * 0.5)
+        for b in range(M):
+            rows = int(rng.integers(1, 6))
+            inputs[f"x{b}"] = normal(rows, dims[0])
+            inputs[f"t{b}"] = (rng.integers(0, dims[-1], rows).astype(np.int32)
+                               if loss == "ce" else normal(rows, dims[-1]))
+        c.add("stage", dict(dims=",".join(map(str, dims)), act=act, loss=loss,
+                            cuts=",".join(map(str, cuts)), split=",".join(map(str, split)), M=M,
+                            order="".join(order)), **inputs)
 
 
 def generate_transformer(c, rng, normal):
@@ -738,6 +780,52 @@ def judge_decoder(p, x, out):
 # times that; a wrong head, mask, scale or missing factor is off by 1e-2 or more.
 TRANSFORMER_RTOL = {"rmsnorm": 3e-6, "swiglu": 4e-6, "attention": 4e-5, "decoder": 2e-5}
 
+# Pipeline stages: each tensor at once, |got - ref| <= STAGE_RTOL max(1, max |ref|), the MLP's
+# tolerance (mlp_tol); seeds 0 to 22 measured at most 6.7e-7.
+STAGE_RTOL = 1e-5
+
+def input_gradient(m, flat, x, target):
+    """dLoss/dx of the whole model (the first stage's dx), float64."""
+    p = m.views(np.asarray(flat, dtype=np.float64))
+    out, (_, pres) = m.forward(flat, x)
+    d = nn.loss_and_grad(m.loss, out, target)[1]
+    for l in range(m.nlayers - 1, -1, -1):
+        d = d @ p[f"W{l}"].T
+        if l > 0:
+            d = nn.act_backward(m.act, d, pres[l - 1])
+    return d
+
+
+def judge_stage(p, x, out):
+    """Each stage's gradients are its slice of the whole model's, summed over the micro-batches
+    with 1/M; the losses, outputs and the first stage's dx per micro-batch (STAGE_RTOL)."""
+    dims = [int(v) for v in p["dims"].split(",")]
+    m = nn.Mlp(dims, p["act"], p["loss"])
+    cuts = [int(v) for v in p["cuts"].split(",")]
+    M = p["M"]
+    params = x["p"]
+    total, losses, problems = np.zeros(m.nparams), [], []
+    for b in range(M):
+        xb, tb = x[f"x{b}"], x[f"t{b}"]
+        tb = tb if p["loss"] == "ce" else tb.astype(np.float64)
+        y, _ = m.forward(params, xb)
+        problems.append(close(f"micro-batch {b}'s output", out(f"y{b}"), y, STAGE_RTOL))
+        loss, g = m.loss_and_grads(params, xb, tb)
+        losses.append(loss)
+        total += g / M
+        dx = input_gradient(m, params, xb, tb) / M
+        problems.append(close(f"micro-batch {b}'s dx (first stage)", out(f"dx{b}"), dx,
+                              STAGE_RTOL))
+    problems.append(close("losses", out("loss"), losses, STAGE_RTOL))
+    offs = [m.tensors[2 * l][1] for l in range(m.nlayers)] + [m.nparams]
+    for s in range(len(cuts) - 1):
+        ref = total[offs[cuts[s]]:offs[cuts[s + 1]]]
+        problems.append(close(f"stage {s}'s gradients (layers {cuts[s]}..{cuts[s + 1] - 1}, "
+                              f"sum over {M} micro-batches / {M})", out(f"grads{s}"), ref,
+                              STAGE_RTOL))
+    return problems
+
+
 def judge(cases, d, kinds=None):
     """Problems of the C outputs in d against nn.py, one line each."""
     problems = []
@@ -778,6 +866,13 @@ OUT_OF_ORDER = {
     "embedding_range": r"xt_embedding_forward: token 97 at position 3 is outside the table's "
                        r"0\.\.63",
     "gqa_heads": r"xt_attention_forward: hkv=2 KV heads do not divide hq=3 query heads",
+    "stage_no_forward": r"xt_stage_backward\(micro-batch 1\): micro-batch 1 has no forward in "
+                        r"flight on this stage \(layers 0\.\.1\)",
+    "stage_weight_first": r"xt_stage_backward_weight\(micro-batch 0\): its input part has not "
+                          r"run: call xt_stage_backward_input first",
+    "stage_loss_not_last": r"xt_stage_loss\(micro-batch 0\): this stage \(layers 0\.\.1\) is "
+                           r"not the last",
+    "stage_twice": r"xt_stage_forward\(micro-batch 3\): micro-batch 3 is already in flight",
 }
 
 
@@ -786,7 +881,8 @@ def out_of_order(exe=EXE):
     One rank, started directly (no mpirun: its abort alone takes a second)."""
     def one(mode):
         r = launch.run([exe, "--die", mode], timeout=60)
-        pattern = r"\[xt\] rank 0 ERROR: common/(nn|transformer)\.c:\d+: " + OUT_OF_ORDER[mode]
+        pattern = (r"\[xt\] rank 0 ERROR: common/(nn|transformer|stage)\.c:\d+: "
+                   + OUT_OF_ORDER[mode])
         if r.returncode != 0 and re.search(pattern, r.output):
             return None
         said = [ln for ln in r.output.splitlines() if "ERROR" in ln or "SURVIVED" in ln]

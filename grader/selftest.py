@@ -345,7 +345,9 @@ def test_cases(s):
     d = fresh("cases")
     plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
             (2, "pending"), (4, "world"), (1, "note"), (2, "peek"), (1, "nullout"),
-            (2, "reuse"), (2, "print")]
+            (2, "reuse"), (2, "print"), (2, "stage")]
+    stage_calls = [("F", 0, 0), ("F", 0, 1), ("F", 1, 0), ("F", 1, 1), ("B", 0, 1), ("B", 0, 0),
+                   ("I", 1, 1), ("I", 1, 0), ("W", 1, 0), ("W", 1, 1)]
     with open(os.path.join(d, "cases.txt"), "w") as f:
         f.write("# self-test cases\n")
         for k, (np_, fn) in enumerate(plan):
@@ -398,6 +400,15 @@ def test_cases(s):
                 if fn == "world" and not any(e.comm == "world" and e.fn == "MPI_Allreduce"
                                              for e in rc.events):
                     problems.append(f"case {k}: MPI_Allreduce on MPI_COMM_WORLD not recorded")
+                # A pipeline stage's calls: S lines in call order, each start <= end, one
+                # after the other, within the case (each case's log starts empty).
+                got = [(st.op, st.mb, st.chunk) for st in rc.stages]
+                times = [t for st in rc.stages for t in (st.start, st.end)]
+                if (got != (stage_calls if fn == "stage" else []) or times != sorted(times)
+                        or (times and (times[0] < 0 or times[-1] > rc.seconds + 1e-3))
+                        or rc.stages_dropped):
+                    problems.append(f"case {k} ({fn}) rank {rank}: stage calls {rc.stages}, "
+                                    f"expected {stage_calls if fn == 'stage' else []} in order")
         idle = glob.glob(os.path.join(d, f"c{k}", f"g{8 // np_}.*.mpi.txt"))
         if idle:
             problems.append(f"case {k}: idle ranks wrote records: {idle}")
@@ -419,7 +430,8 @@ def test_cases(s):
         if left:
             problems.append(f"case {k} ({fn}): empty output files left: {left}")
     s.record("case mode: groups of np ranks on an 8-rank world, idle ranks, per-case records, "
-             "other ranks' input files refused, what each rank printed in its case's file",
+             "other ranks' input files refused, what each rank printed in its case's file, "
+             "a pipeline stage's calls as S lines in order",
              not [p for p in problems if "notes" not in p], problems)
     s.record("case mode: guard bytes, const inputs, pending requests and notes reported",
              not [p for p in problems if "notes" in p], [p for p in problems if "notes" in p])
@@ -548,12 +560,29 @@ def test_grader_units(s):
         bad.append(f"a 4-line TODO over a 9-line solution: {over}")
     s.record("hints: three levels read in order; a missing or empty level, no Hints heading, and a "
              "TODO over its bound are refused", not bad, bad)
+    test_stage_lines(s)
     test_pattern(s)
     test_printed(s)
     test_rounds(s)
     test_blocked_explanations(s)
     test_asan_places(s)
     test_one_case(s)
+
+
+def test_stage_lines(s):
+    """read_record: the S lines of a pipeline stage's calls, in order, and the SD count."""
+    path = os.path.join(fresh("stage_lines"), "g0.r0.mpi.txt")
+    with open(path, "w") as f:
+        f.write("# xt case record\nT 0.01\nM activations 0 64\n"
+                "# stage call: F|B|I|W micro-batch chunk start end\n"
+                "S F 0 1 0.000100 0.000150\nS I 0 1 0.000200 0.000250\n"
+                "S W 0 1 0.000300 0.000310\nS B 12 0 0.001000 0.002000\nSD 3\nEND\n")
+    rec = harness.read_record(path)
+    want = [harness.StageCall("F", 0, 1, 1e-4, 1.5e-4), harness.StageCall("I", 0, 1, 2e-4, 2.5e-4),
+            harness.StageCall("W", 0, 1, 3e-4, 3.1e-4), harness.StageCall("B", 12, 0, 1e-3, 2e-3)]
+    got = (rec.stages, rec.stages_dropped, rec.memory) if rec else None
+    s.record("read_record: S lines as StageCall(op, mb, chunk, start, end) in order, SD as "
+             "stages_dropped", got == (want, 3, {"activations": (0, 64)}), [repr(got)])
 
 
 def test_asan_places(s):
@@ -1257,7 +1286,8 @@ def test_nn(s):
              "(4 transposes, beta 0/1, k=0), linear (+=, NULL), ReLU/GELU, MSE, CE, softmax, "
              "SGD, MLP (init, forward, backward, hook order), bf16, Adam, layer API (bit-identical, "
              "out of order dies), RMSNorm, SiLU, SwiGLU, causal GQA attention, embedding "
-             "(a token out of range dies), decoder block",
+             "(a token out of range dies), decoder block, pipeline stages (split backward "
+             "bit-identical to full, activations per micro-batch, misuse dies)",
              ok, bad, f"({time.monotonic() - start:.1f} s)")
     start = time.monotonic()
     ok, bad = nntest.gradients()
