@@ -1055,10 +1055,14 @@ def negative_control(cases=None, d=None, seed=SEED):
         with patched(name, wrong):
             fd = nn.finite_difference_check(np.random.default_rng(seed))
             c = judge(cases, d, kinds=("act", "mlp")) if cases and name == "act_backward" else None
+            # The pipeline stage is judged against nn.Mlp: a wrong Mlp must fail it too.
+            stage = judge(cases, d, kinds=("stage",)) if cases else None
         if not fd:
             lines.append(f"{what}: finite_difference_check found nothing wrong")
         if c is not None and not c:
             lines.append(f"{what}: C still agrees with the wrong nn.py")
+        if stage is not None and not stage:
+            lines.append(f"{what}: the pipeline stage cases still agree with the wrong nn.py")
     # What finite differences cannot see: only the comparison with C (and, for bf16, with
     # rounding by arithmetic) catches these.
     for name, wrong, what, kind in (
@@ -1091,7 +1095,8 @@ def run(build_dir="build", seed=SEED, work=None):
              f"({', '.join(kinds)}) ({t1:.1f} s)",
              f"{'ok  ' if ok2 else 'FAIL'}  nn.py's gradients match central finite differences",
              f"{'ok  ' if ok3 else 'FAIL'}  negative control: a wrong GELU', cross-entropy "
-             f"gradient, bf16 rounding and Adam in nn.py are caught, and "
+             f"gradient (in the MLP and in the pipeline stage), bf16 rounding and Adam in nn.py "
+             f"are caught, and "
              f"{len(TRANSFORMER_SLIPS)} slips in the transformer pieces (attention's scale, "
              f"mask, KV head and dQ = dS^T K, RMSNorm's dgamma, SiLU', the embedding's repeats)"]
     lines += ["      " + ln for ln in bad1 + bad2 + bad3]

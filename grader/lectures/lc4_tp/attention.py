@@ -287,11 +287,6 @@ def kv_collectives(case, inputs, rank):
     return want
 
 
-FORBIDDEN = [(r"^xt_decoder_",
-              "calls {}, libxt's decoder block: this exercise writes the attention layer from "
-              "xt_linear_* and xt_attention_*")]
-
-
 @test("attention_tp", points=3, inputs=attn_inputs, reference=attn_reference,
       tolerance=attn_tolerance, label=attn_label, facets=attn_facets,
       rules=[hinted(init_communication,
@@ -314,7 +309,7 @@ def attention_tp_shard(rng):
 
 @test("attention_tp", points=5, inputs=attn_inputs, reference=attn_reference,
       tolerance=attn_tolerance, label=attn_label, facets=attn_facets, locate=attn_locate,
-      check=SAME_EVERYWHERE, check_first=True, forbidden=FORBIDDEN,
+      check=SAME_EVERYWHERE, check_first=True,
       rules=[collectives_exactly(
           lambda c, i, r: [("MPI_Allreduce", c["batch"] * c["T"] * c["d"])],
           "one all-reduce of batch*T*d floats on comm, after the output projection")],
@@ -327,7 +322,7 @@ def attention_tp_forward(rng):
 
 @test("attention_tp", points=9, inputs=attn_inputs, reference=attn_reference,
       tolerance=attn_tolerance, label=attn_label, facets=attn_facets, locate=attn_locate,
-      check=SAME_EVERYWHERE, check_first=True, forbidden=FORBIDDEN,
+      check=SAME_EVERYWHERE, check_first=True,
       rules=[collectives_exactly(kv_collectives,
                                  "y forward and dx backward on comm, batch*T*d floats each; "
                                  "where KV heads are replicated, dWk and dWv on kv_comm, "
