@@ -759,6 +759,8 @@ class Runner:
                     tol = test.tolerance(case, inp, name, r) if test.tolerance else 0.0
                     if isinstance(tol, spec.Relative):
                         tol = tol.bound(exp)
+                    elif isinstance(tol, spec.OfScale):
+                        tol = tol.bound([e[name] for e in expected if name in e])
                     locate = ((lambda n, i, r=r: test.locate(case, n, i, r)) if test.locate
                               else None)
                     msg = compare(name, exp, got, tol, r, locate)

@@ -515,6 +515,13 @@ def test_grader_units(s):
     far = harness.compare("w", np.array([1.0, 1000.0]), np.array([1.01, 1000.0]), rel, 0)
     s.record("comparisons: spec.Relative(atol, rtol) allows rtol |expected| per element",
              near is None and far and "'w'[0]" in far, [near, far])
+    # A tensor-scale tolerance: the largest |expected| over every rank's part, or the floor.
+    scaled = (spec.OfScale(0.1).bound([np.array([1.0, -4.0]), np.array([2.0]), np.array([])]),
+              spec.OfScale(0.1).bound([np.array([0.01])]),
+              spec.OfScale(0.1, 1e-3).bound([np.array([0.01])]))
+    s.record("comparisons: spec.OfScale(rtol, floor) allows rtol times the largest |expected| "
+             "over every rank's part, at least rtol floor",
+             np.allclose(scaled, (0.4, 0.1, 0.001)), [scaled])
     # The stub checker must fail when it should.
     sol = ("void f(int a, int *b)\n{\n    /*\n     * TODO: do it.\n     */\n"
            "    // BEGIN SOLUTION\n    *b = a + 12345678;\n    // END SOLUTION\n}\n")

@@ -263,6 +263,22 @@ class Relative:
         return self.atol + self.rtol * np.abs(np.asarray(expected, dtype=np.float64))
 
 
+@dataclasses.dataclass(frozen=True)
+class OfScale:
+    """A tolerance relative to a whole tensor's scale: |got - expected| <= rtol max(floor,
+    the largest |expected| of that output over every rank). A float32 chain of products
+    errs relative to the tensor, not to each element (an element near zero may lose every
+    digit), and a tensor sharded over ranks has one scale: every rank is held to the whole
+    tensor's. A tolerance function may return one; the harness applies it."""
+    rtol: float
+    floor: float = 1.0
+
+    def bound(self, expected_per_rank):
+        peak = max((float(np.abs(np.asarray(e, dtype=np.float64)).max())
+                    for e in expected_per_rank if np.size(e)), default=0.0)
+        return self.rtol * max(self.floor, peak)
+
+
 def bit_differences(got, want):
     """Where two arrays of one shape differ bit for bit: (first flat index, how many), or
     None when every element has the same bits (a NaN equals the same NaN; 0.0 is not -0.0).
