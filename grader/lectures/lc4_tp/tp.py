@@ -88,11 +88,12 @@ def no_communication(what, has_comm=True):
 
 def describe(calls):
     """'MPI_Allreduce of 24 floats, MPI_Allreduce of 24 floats' (or 'none'); a function
-    given as a tuple of alternatives reads 'MPI_Allgatherv (or MPI_Allgather)'."""
+    given as a tuple of alternatives reads 'MPI_Allgatherv (or MPI_Allgather)'; a call that
+    sent nothing (a barrier, a broadcast's receiving end) is named alone."""
     def name(fn):
         return fn if isinstance(fn, str) else f"{fn[0]} (or {', '.join(fn[1:])})"
-    return ", ".join(f"{name(fn)} of {amount(n, ' floats')}" + ("" if comm == "case" else
-                                                                f" on {comm_name(comm)}")
+    return ", ".join(name(fn) + (f" of {amount(n, ' floats')}" if n else "") +
+                     ("" if comm == "case" else f" on {comm_name(comm)}")
                      for fn, n, comm in calls) or "none"
 
 
