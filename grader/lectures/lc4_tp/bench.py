@@ -35,6 +35,7 @@ import harness
 import launch
 from benchlib import build_bench, Launch, ms, output_tag, TrainingRun, tree_of
 from testkit import bench_results, fresh, mutant_tree, run_bench, tail
+from lectures.lc4_tp.model import DecoderLM, initial_weights
 
 ABOUT = "TP MLP block, sequence parallelism and the decoder step at np 1, 2, 4: time, " \
         "all-reduces, bytes, activation memory"
@@ -203,28 +204,16 @@ def model_config(text):
     return dict(zip(MODEL_KEYS, vals))
 
 
-def model_nparams(c):
-    d, hd = c["d"], c["hd"]
-    block = 2 * d + d * c["hq"] * hd * 2 + d * c["hkv"] * hd * 2 + 3 * d * c["ff"]
-    return 2 * c["vocab"] * d + c["layers"] * block + d
+def decoder_of(c):
+    """The whole model of a --model configuration, as the tests define it."""
+    return DecoderLM(c["vocab"], c["d"], c["layers"], c["hq"], c["hkv"], c["hd"], c["ff"])
 
 
 def model_inputs(c, steps, seed=2026):
     """Whole initial weights (as model_tp.c orders them), tokens and targets for `steps`."""
     rng = np.random.default_rng(seed)
-    d, hd, V = c["d"], c["hd"], c["vocab"]
-    parts = [rng.normal(size=V * d) / np.sqrt(d)]
-    for _ in range(c["layers"]):
-        qw, kvw = c["hq"] * hd, c["hkv"] * hd
-        parts += [1 + 0.1 * rng.normal(size=d), rng.normal(size=d * qw) / np.sqrt(d),
-                  rng.normal(size=d * kvw) / np.sqrt(d), rng.normal(size=d * kvw) / np.sqrt(d),
-                  rng.normal(size=qw * d) / np.sqrt(qw), 1 + 0.1 * rng.normal(size=d),
-                  rng.normal(size=d * c["ff"]) / np.sqrt(d),
-                  rng.normal(size=d * c["ff"]) / np.sqrt(d),
-                  rng.normal(size=c["ff"] * d) / np.sqrt(c["ff"])]
-    parts += [1 + 0.1 * rng.normal(size=d), rng.normal(size=d * V) / np.sqrt(d)]
-    w0 = np.concatenate(parts).astype(np.float32)
-    assert w0.size == model_nparams(c)
+    V = c["vocab"]
+    w0 = initial_weights(decoder_of(c), rng)
     n = c["batch"] * c["T"] * steps
     tokens = rng.integers(0, V, n).astype(np.int32)
     targets = ((tokens.astype(np.int64) * 5 + 3) % V).astype(np.int32)  # a rule worth learning
@@ -438,7 +427,7 @@ def run(args):
     note("  seqpar  sequence_parallel.c: RMSNorm + the same MLP, tokens split outside it")
     note(f"decoder: model_tp.c, vocab {cfg['vocab']}, d {cfg['d']}, L = {cfg['layers']} "
           f"blocks, {cfg['hq']} query / {cfg['hkv']} KV heads of {cfg['hd']}, ff {cfg['ff']}, "
-          f"n = {cfg['batch']}x{cfg['T']} tokens, {model_nparams(cfg):,} parameters")
+          f"n = {cfg['batch']}x{cfg['T']} tokens, {decoder_of(cfg).nparams:,} parameters")
     note("MPI calls: per call of the block, fwd | bwd (per step for the decoder), from libxt's "
           "PMPI counters, checked: mlp exactly 1 AR each way; decoder 2+4L of n d floats, the "
           "cross-entropy's 2 (at most 3, of at most 2n), +2L on the KV replicas' communicator "

@@ -172,14 +172,20 @@ def shard(case, rank, name, full):
     return np.ascontiguousarray(out).reshape(-1)
 
 
-def model_inputs(case, rng):
-    m = model_of(case)
+def initial_weights(m, rng):
+    """Whole initial weights of DecoderLM m, float32, flat: the norms' gains near 1, every
+    matrix normal with variance 1/fan-in."""
     w0 = np.zeros(m.nparams)
     for name, view in m.views(w0).items():
         if "norm" in name:
             view[...] = 1.0 + 0.1 * rng.normal(size=view.shape)
         else:
             view[...] = rng.normal(size=view.shape) / np.sqrt(view.shape[0])
+    return w0.astype(np.float32)
+
+
+def model_inputs(case, rng):
+    w0 = initial_weights(model_of(case), rng)
     n = case["batch"] * case["T"] * case["steps"]
     tokens = rng.integers(0, case["vocab"], n).astype(np.int32)
     targets = rng.integers(0, case["vocab"], n).astype(np.int32)
@@ -191,7 +197,7 @@ def model_inputs(case, rng):
     for s in range(case["steps"]):
         for k, e in enumerate(edges[:per]):
             (tokens if k % 2 else targets)[s * per + k] = e
-    return {"w0": w0.astype(np.float32), "tokens": tokens, "targets": targets}
+    return {"w0": w0, "tokens": tokens, "targets": targets}
 
 
 def hyperparameters(case):
