@@ -1218,6 +1218,18 @@ def leftover_processes(token):
     return left
 
 
+def wait_for_exec(pid, program, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[0] == program:
+                    return
+        except OSError:
+            return
+        time.sleep(0.01)
+
+
 def test_cleanup(s, token):
     s.section("cleanup")
     # Negative control: a process of this run is found, one started without the
@@ -1226,6 +1238,10 @@ def test_cleanup(s, token):
     ours = subprocess.Popen(["sleep", "30"])
     other = subprocess.Popen(["sleep", "30"], env=env)
     try:
+        # Until a child has called exec, /proc shows the forked copy of this
+        # process: its command line and environment, not sleep's.
+        for p in (ours, other):
+            wait_for_exec(p.pid, b"sleep")
         found = leftover_processes(token)
         mine, theirs = f"{ours.pid}: sleep 30", f"{other.pid}: sleep 30"
         s.record("leftover check: this run's process found, another terminal's ignored "
