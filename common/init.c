@@ -118,6 +118,7 @@ void xt_finalize(void)
     }
     xti_watchdog_stop();
     xti_trace_write();
+    xti_stage_log_write();
     fflush(stdout);
     /* Let every rank's output reach mpirun before the run ends. */
     PMPI_Barrier(MPI_COMM_WORLD);

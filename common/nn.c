@@ -284,9 +284,9 @@ void xt_mlp_init(xt_mlp *m, int nlayers, const int *dims, xt_act act, xt_loss lo
     m->grads = xt_alloc(XT_MEM_GRADS, sizeof(float) * (size_t)offset);
 }
 
-void xt_mlp_init_str(xt_mlp *m, const char *dims, xt_act act, xt_loss loss)
+int xt_dims_parse(const char *dims, int *d)
 {
-    int d[XT_MLP_MAX_LAYERS + 2], n = 0;
+    int n = 0;
     const char *p = dims;
     while (*p) {
         char *end;
@@ -299,7 +299,14 @@ void xt_mlp_init_str(xt_mlp *m, const char *dims, xt_act act, xt_loss loss)
         p = *end == ',' ? end + 1 : end;
     }
     XT_CHECK(n >= 2, "bad layer widths \"%s\": an input and an output width at least", dims);
-    xt_mlp_init(m, n - 1, d, act, loss);
+    return n - 1;
+}
+
+void xt_mlp_init_str(xt_mlp *m, const char *dims, xt_act act, xt_loss loss)
+{
+    int d[XT_MLP_MAX_LAYERS + 1];
+    int nlayers = xt_dims_parse(dims, d);
+    xt_mlp_init(m, nlayers, d, act, loss);
 }
 
 void xt_mlp_randomize(xt_mlp *m, uint64_t seed)

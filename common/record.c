@@ -10,10 +10,12 @@
  *                                       any (here: the hook after layer 2's backward)
  *     N RACE ...                        notes (notes.c)
  *     M params 4096 4096                memory per kind (mem.c)
- *     S F 3 0 0.001250 0.001302         a pipeline stage's call (stage.c): F forward, B
- *                                       backward, I its input part, W its weight part;
- *                                       the micro-batch, the model chunk, and when it
- *                                       started and ended, in seconds since the case began
+ *     S F 3 0 0.001250 0.001302 2 2     a pipeline stage's call (stage.c): F forward, B
+ *                                       backward, I its input part, W its weight part, N
+ *                                       a forward that keeps nothing; the micro-batch, the
+ *                                       model chunk, when it started and ended (seconds
+ *                                       since the case began), and the stage's first
+ *                                       layer and number of layers
  *     SD 12                             stage calls not logged (past the log's cap)
  *     END
  *
@@ -25,7 +27,7 @@
 
 typedef struct {
     char op;
-    int mb, chunk;
+    int mb, chunk, first, count;
     double start, end;
 } stage_call;
 
@@ -43,7 +45,7 @@ void xti_record_begin(void)
     case_began = xti_now();
 }
 
-void xti_record_stage(char op, int mb, int chunk, double start, double end)
+void xti_record_stage(char op, int mb, int chunk, int first, int count, double start, double end)
 {
     if (n_stage_calls == cap_stage_calls) {
         if (cap_stage_calls >= MAX_STAGE_CALLS) {
@@ -55,20 +57,40 @@ void xti_record_stage(char op, int mb, int chunk, double start, double end)
         XT_CHECK(stage_calls, "out of memory for the pipeline stage log");
     }
     stage_calls[n_stage_calls++] =
-        (stage_call){op, mb, chunk, start - case_began, end - case_began};
+        (stage_call){op, mb, chunk, first, count, start - case_began, end - case_began};
 }
 
 static void stages_write(FILE *f)
 {
     if (n_stage_calls || dropped_stage_calls)
-        fprintf(f, "# stage call: F|B|I|W micro-batch chunk start end (seconds since the case "
-                   "began)\n");
+        fprintf(f, "# stage call: F|B|I|W|N micro-batch chunk start end (seconds since the "
+                   "case began) first-layer layers\n");
     for (long i = 0; i < n_stage_calls; i++) {
         const stage_call *c = &stage_calls[i];
-        fprintf(f, "S %c %d %d %.6f %.6f\n", c->op, c->mb, c->chunk, c->start, c->end);
+        fprintf(f, "S %c %d %d %.6f %.6f %d %d\n", c->op, c->mb, c->chunk, c->start, c->end,
+                c->first, c->count);
     }
     if (dropped_stage_calls)
         fprintf(f, "SD %ld\n", dropped_stage_calls);
+}
+
+/*
+ * A demo's stage calls, for its timeline: with XT_STAGE_LOG=DIR in the
+ * environment, each rank that made any writes DIR/stages.r<rank>.txt (the
+ * case record's S lines) when the program ends.
+ */
+void xti_stage_log_write(void)
+{
+    const char *dir = getenv("XT_STAGE_LOG");
+    if (!dir || !*dir || (!n_stage_calls && !dropped_stage_calls))
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stages.r%d.txt", dir, xti.rank);
+    FILE *f = fopen(path, "w");
+    XT_CHECK(f, "cannot create %s (XT_STAGE_LOG)", path);
+    stages_write(f);
+    fprintf(f, "END\n");
+    XT_CHECK(fclose(f) == 0, "cannot write %s", path);
 }
 
 void xti_record_write(const char *path, double seconds)

@@ -12,6 +12,10 @@
 
 enum { FORWARDED = 1, LOSS_DONE, INPUT_DONE };
 
+/* Micro-batches forwarded and not yet backward on this rank, over all its stages, and the
+ * most there were (for the demo's line). */
+static int in_flight_now, in_flight_max;
+
 /* One micro-batch in flight: everything in one XT_MEM_ACTIVATIONS block. */
 typedef struct {
     int mb, rows, state; /* state 0: the slot is free */
@@ -71,6 +75,7 @@ xt_stage *xt_stage_new(int nlayers, const int *dims, xt_act act, xt_loss loss, i
 
 static void release(slot *t)
 {
+    in_flight_now--;
     xt_free(t->keep);
     xt_free(t->dloss);
     xt_free(t->delta);
@@ -123,6 +128,23 @@ int xt_stage_is_last(const xt_stage *s)
 long xt_stage_forwards(const xt_stage *s)
 {
     return s->forwards;
+}
+
+int xt_stage_first(const xt_stage *s)
+{
+    return s->first;
+}
+
+int xt_stage_count(const xt_stage *s)
+{
+    return s->count;
+}
+
+int xt_stage_in_flight_most(void)
+{
+    int most = in_flight_max;
+    in_flight_max = in_flight_now;
+    return most;
 }
 
 /* The slot of micro-batch mb in flight, or NULL. */
@@ -187,6 +209,8 @@ void xt_stage_forward(xt_stage *s, int mb, const float *x, int rows, float *y)
         t = &s->slots[s->nslots++];
     }
     memset(t, 0, sizeof *t);
+    if (++in_flight_now > in_flight_max)
+        in_flight_max = in_flight_now;
     t->mb = mb;
     t->rows = rows;
     t->state = FORWARDED;
@@ -206,7 +230,7 @@ void xt_stage_forward(xt_stage *s, int mb, const float *x, int rows, float *y)
     }
     memcpy(y, post_of(s, t, s->count - 1), sizeof(float) * (size_t)rows * (size_t)xt_stage_out(s));
     s->forwards++;
-    xti_record_stage('F', mb, s->chunk, start, xti_now());
+    xti_record_stage('F', mb, s->chunk, s->first, s->count, start, xti_now());
 }
 
 float xt_stage_loss(xt_stage *s, int mb, const void *target, float scale)
@@ -286,6 +310,35 @@ static void weight_part(xt_stage *s, slot *t)
     release(t);
 }
 
+void xt_stage_infer(xt_stage *s, const float *x, int rows, float *y)
+{
+    double start = xti_now();
+    XT_CHECK(rows >= 0, "xt_stage_infer: %d rows", rows);
+    /* Two buffers of the widest layer, taken in turn, freed before returning. */
+    int widest = 1;
+    for (int j = 0; j < s->count; j++)
+        if (s->dims[s->first + j + 1] > widest)
+            widest = s->dims[s->first + j + 1];
+    size_t floats = (size_t)rows * (size_t)widest;
+    float *buf[2] = {xt_alloc(XT_MEM_ACTIVATIONS, sizeof(float) * (floats ? floats : 1)),
+                     xt_alloc(XT_MEM_ACTIVATIONS, sizeof(float) * (floats ? floats : 1))};
+    const float *in = x;
+    for (int j = 0; j < s->count; j++) {
+        int a = s->dims[s->first + j], b = s->dims[s->first + j + 1];
+        const float *w = s->params + s->offset[j];
+        float *out = buf[j % 2];
+        xt_linear_forward(out, in, w, w + (long)a * b, rows, a, b);
+        if (has_act(s, j))
+            xt_act_forward(s->act, out, out, (long)rows * b);
+        in = out;
+    }
+    memcpy(y, in, sizeof(float) * (size_t)rows * (size_t)xt_stage_out(s));
+    xt_free(buf[0]);
+    xt_free(buf[1]);
+    s->forwards++;
+    xti_record_stage('N', -1, s->chunk, s->first, s->count, start, xti_now());
+}
+
 void xt_stage_backward(xt_stage *s, int mb, const float *dy, float *dx)
 {
     double start = xti_now();
@@ -296,7 +349,7 @@ void xt_stage_backward(xt_stage *s, int mb, const float *dy, float *dx)
              mb);
     input_part(s, t, "xt_stage_backward", dy, dx);
     weight_part(s, t);
-    xti_record_stage('B', mb, s->chunk, start, xti_now());
+    xti_record_stage('B', mb, s->chunk, s->first, s->count, start, xti_now());
 }
 
 void xt_stage_backward_input(xt_stage *s, int mb, const float *dy, float *dx)
@@ -304,7 +357,7 @@ void xt_stage_backward_input(xt_stage *s, int mb, const float *dy, float *dx)
     double start = xti_now();
     slot *t = in_flight(s, mb, "xt_stage_backward_input");
     input_part(s, t, "xt_stage_backward_input", dy, dx);
-    xti_record_stage('I', mb, s->chunk, start, xti_now());
+    xti_record_stage('I', mb, s->chunk, s->first, s->count, start, xti_now());
 }
 
 void xt_stage_backward_weight(xt_stage *s, int mb)
@@ -316,5 +369,5 @@ void xt_stage_backward_weight(xt_stage *s, int mb)
              "xt_stage_backward_input first",
              mb);
     weight_part(s, t);
-    xti_record_stage('W', mb, s->chunk, start, xti_now());
+    xti_record_stage('W', mb, s->chunk, s->first, s->count, start, xti_now());
 }

@@ -388,8 +388,11 @@ extern volatile sig_atomic_t xt_debug_wait;
 void xti_record_begin(void); /* a case begins: counters, notes and memory peaks cleared */
 /* Writes counters, events, notes, memory and stage calls of the finished case. */
 void xti_record_write(const char *path, double seconds);
-/* A pipeline stage's call (op F, B, I or W) for the case's log, start and end by xti_now(). */
-void xti_record_stage(char op, int mb, int chunk, double start, double end);
+/* A pipeline stage's call (op F, B, I, W or N) for the case's log: its micro-batch, chunk and
+ * layers, start and end by xti_now(). */
+void xti_record_stage(char op, int mb, int chunk, int first, int count, double start, double end);
+/* At finalize: a demo's stage calls, to XT_STAGE_LOG's directory if it is set. */
+void xti_stage_log_write(void);
 
 /* nn.c */
 /* xt_gemm with leading dimensions: row r of A starts at a + r lda (likewise B and C), so

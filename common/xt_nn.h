@@ -95,7 +95,7 @@ void xt_sgd(float *params, const float *grads, long n, float lr);
 
 /* ----------------------------------------------------------------------- MLP */
 
-#define XT_MLP_MAX_LAYERS 8
+#define XT_MLP_MAX_LAYERS 24
 
 /* One tensor's place in the flat buffers: params + offset, grads + offset. */
 typedef struct {
@@ -134,6 +134,8 @@ typedef struct xt_mlp {
 void xt_mlp_init(xt_mlp *m, int nlayers, const int *dims, xt_act act, xt_loss loss);
 /* "8,16,4" -> nlayers 2, dims {8, 16, 4}; dies on a bad list. */
 void xt_mlp_init_str(xt_mlp *m, const char *dims, xt_act act, xt_loss loss);
+/* "8,16,4" -> d[0..n] (d holds XT_MLP_MAX_LAYERS + 1); returns n, the number of layers. */
+int xt_dims_parse(const char *dims, int *d);
 /* W_l uniform in +-1/sqrt(dims[l]), b_l zero, drawn in tensor order from `seed`. */
 void xt_mlp_randomize(xt_mlp *m, uint64_t seed);
 void xt_mlp_free(xt_mlp *m);
@@ -328,9 +330,10 @@ void xt_train_demo_gather_shards(xt_train_demo *d, const float *shard, long lo, 
  * micro-batches forwarded and none backward the stage keeps k times one's.
  *
  * Every call but the loss is logged in the case record as a line
- * "S <op> <mb> <chunk> <start> <end>" (docs/grader.md): op F forward, B full
- * backward, I input part, W weight part; start and end in seconds since the
- * case began. Misuse (a backward with no forward in flight, the weight part
+ * "S <op> <mb> <chunk> <start> <end> <first> <count>" (docs/grader.md): op F
+ * forward, B full backward, I input part, W weight part, N a forward that
+ * keeps nothing; start and end in seconds since the case began. A demo run
+ * with XT_STAGE_LOG=DIR writes the same lines to DIR/stages.r<rank>.txt. Misuse (a backward with no forward in flight, the weight part
  * before the input part, the loss on a stage that is not the last, a
  * micro-batch forwarded again while in flight) stops the run with a message.
  */
@@ -360,7 +363,15 @@ void xt_stage_backward(xt_stage *s, int mb, const float *dy, float *dx);
  * give the full backward's bits. */
 void xt_stage_backward_input(xt_stage *s, int mb, const float *dy, float *dx);
 void xt_stage_backward_weight(xt_stage *s, int mb);
+/* A forward that keeps nothing (activation recomputation's first pass): x -> y, the
+ * scratch freed before it returns; logged as N with micro-batch -1, counted as a forward. */
+void xt_stage_infer(xt_stage *s, const float *x, int rows, float *y);
 long xt_stage_forwards(const xt_stage *s); /* forward calls so far (recomputation counts them) */
+int xt_stage_first(const xt_stage *s);     /* its first layer */
+int xt_stage_count(const xt_stage *s);     /* its number of layers */
+/* The most micro-batches in flight at once on this rank, over all its stages, since the
+ * last call (or the start); each call starts the count again from those in flight now. */
+int xt_stage_in_flight_most(void);
 
 /* ------------------------------------------------- transformer pieces */
 

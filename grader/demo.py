@@ -22,6 +22,7 @@ sys.path.insert(0, HERE)
 
 import harness  # noqa: E402
 import launch  # noqa: E402
+import lectures  # noqa: E402
 
 
 def main():
@@ -65,7 +66,20 @@ def main():
     print(f"$ {''.join(f'{k}={v} ' for k, v in san.items())}{launch.shell_line(cmd)}", flush=True)
     launch.install_signal_handlers()
     banner = BannerFilter()
-    res = launch.run(cmd, timeout=300, env=launch.mpi_env(san), on_line=banner.line)
+    # A lecture may draw something from the run afterwards (its DEMO_AFTER): the stage
+    # calls each rank logged (XT_STAGE_LOG) for a pipeline's timeline.
+    lecture = os.path.basename(os.path.dirname(source))
+    after = getattr(lectures.load(lecture), "DEMO_AFTER", None)
+    env = launch.mpi_env(san)
+    logs = os.path.join("build", "demo", os.path.splitext(os.path.basename(source))[0])
+    if after:
+        os.makedirs(logs, exist_ok=True)
+        for old in glob.glob(os.path.join(logs, "stages.r*.txt")):
+            os.remove(old)
+        env["XT_STAGE_LOG"] = logs
+    res = launch.run(cmd, timeout=300, env=env, on_line=banner.line)
+    if after and res.returncode == 0:
+        after(os.path.splitext(os.path.basename(source))[0], args.np, logs)
     if banner.blocked:
         # The same explanation as a graded deadlock's, in rank order.
         lines, _ = harness.blocked_explanation(sorted(banner.blocked), in_a_case=False)

@@ -60,6 +60,8 @@ def has_gpu():
 
 
 def wrap(text, indent):
+    if text.startswith("|"):
+        return [indent + text]  # a picture (a timeline), never wrapped
     # A line that starts indented (an item of a list) keeps its continuation under itself.
     inner = " " * (len(text) - len(text.lstrip(" ")))
     return textwrap.wrap(text, WIDTH, initial_indent=indent,

@@ -63,11 +63,13 @@ class Event:
 @dataclasses.dataclass
 class StageCall:
     """One call of a pipeline stage (common/stage.c), an S line of the record."""
-    op: str  # F forward, B full backward, I its input part, W its weight part
+    op: str  # F forward, B full backward, I its input part, W its weight part, N no-keep forward
     mb: int  # the micro-batch
     chunk: int  # the model chunk the stage is
     start: float  # seconds since the case began
     end: float
+    first: int = 0  # the stage's first layer
+    count: int = 0  # and its number of layers
 
 
 @dataclasses.dataclass
@@ -123,8 +125,9 @@ def read_record(path):
             _, kind, current, peak = line.split()
             rec.memory[kind] = (int(current), int(peak))
         elif line.startswith("S "):
-            _, op, mb, chunk, start, end = line.split()
-            rec.stages.append(StageCall(op, int(mb), int(chunk), float(start), float(end)))
+            _, op, mb, chunk, start, end, first, count = line.split()
+            rec.stages.append(StageCall(op, int(mb), int(chunk), float(start), float(end),
+                                        int(first), int(count)))
         elif line.startswith("SD "):
             rec.stages_dropped = int(line.split()[1])
         elif line == "END":
@@ -781,7 +784,9 @@ class Runner:
             for rule in test.rules:
                 broken = rule(case, inp, group)
                 if broken:
-                    return Failure("RULE", case, [f"{label}: {broken[0][1]}"],
+                    # Lines after the first are shown as they are: a picture, '|' first.
+                    first, *more = broken[0][1].split("\n")
+                    return Failure("RULE", case, [f"{label}: {first}"] + more,
                                    hint=getattr(rule, "hint", None))
         return None
 

@@ -2,8 +2,10 @@
 
 A lecture's package is its manifest (__init__.py): TITLE, TESTS (its test
 entries, in report order), and optionally BENCH (what `make bench` links,
-grader/lectures/<lecture>/bench.c and bench.py) and DEMOS (what a lecture-mode
-run of an exercise must show). Nothing outside the lecture's own places names
+grader/lectures/<lecture>/bench.c and bench.py), DEMOS (what a lecture-mode
+run of an exercise must show) and DEMO_AFTER (exercise, np, log directory) ->
+None, which `make demo` calls after a run that logged pipeline stage calls
+there (XT_STAGE_LOG), to draw them. Nothing outside the lecture's own places names
 it: the Makefile, the grader, `make test`, `make bench`, `make demo`, the stub
 generator and `make hint` all ask this module.
 """

@@ -1,0 +1,20 @@
+"""Lecture 5, pipeline parallelism: the manifest.
+
+Every expected value is one process's training step on the whole batch in
+NumPy (float64, grader/nn.py's Mlp), the loss a mean over the batch; each
+rank's stage gradients are compared with their slice of the whole model's.
+How the step was computed is checked from the stage calls each rank logged
+(their order against the schedule's definition, replayed in unit time) and
+from every point-to-point message (PMPI).
+"""
+
+from lectures.lc5_pp.schedule import demo_timeline
+from lectures.lc5_pp.schedules import pp_gpipe_step
+
+TITLE = "pipeline parallelism"
+
+TESTS = [pp_gpipe_step]
+
+DEMOS = {"pp_gpipe": ["gradients agree with one process: yes"]}
+
+DEMO_AFTER = demo_timeline

@@ -1,0 +1,156 @@
+/*
+ * lecture.c: lecture 5's case set-up and demo (lecture.h).
+ */
+#include "lecture.h"
+#include "xt_harness.h" /* xt_act_from_name, xt_loss_from_name */
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int pp_case_stages(xt_case *c, xt_stage **stages, int max)
+{
+    int dims[XT_MLP_MAX_LAYERS + 2];
+    int nlayers = xt_dims_parse(xt_case_str(c, "dims"), dims);
+    xt_act act;
+    xt_loss loss;
+    XT_CHECK(xt_act_from_name(xt_case_str(c, "act"), &act), "unknown activation \"%s\"",
+             xt_case_str(c, "act"));
+    XT_CHECK(xt_loss_from_name(xt_case_str(c, "loss"), &loss), "unknown loss \"%s\"",
+             xt_case_str(c, "loss"));
+    xt_array layers = xt_case_input_const(c, "layers");
+    xt_array params = xt_case_input_const(c, "params");
+    XT_CHECK(layers.dtype == XT_I32 && layers.count % 2 == 0 && layers.count / 2 <= max,
+             "the case's \"layers\" holds %ld values: (first, count) pairs, at most %d",
+             layers.count, max);
+    const int32_t *fc = layers.data;
+    long offset[XT_MLP_MAX_LAYERS + 1] = {0};
+    for (int l = 0; l < nlayers; l++)
+        offset[l + 1] = offset[l] + (long)dims[l] * dims[l + 1] + dims[l + 1];
+    XT_CHECK(params.dtype == XT_F32 && params.count == offset[nlayers],
+             "the case's \"params\" holds %ld values, the model %s has %ld", params.count,
+             xt_case_str(c, "dims"), offset[nlayers]);
+    int n = (int)(layers.count / 2);
+    for (int k = 0; k < n; k++) {
+        stages[k] = xt_stage_new(nlayers, dims, act, loss, fc[2 * k], fc[2 * k + 1], k);
+        memcpy(xt_stage_params(stages[k]), (const float *)params.data + offset[fc[2 * k]],
+               sizeof(float) * (size_t)xt_stage_nparams(stages[k]));
+    }
+    return n;
+}
+
+void pp_case_done(xt_case *c, xt_stage **stages, int n)
+{
+    long total = 0;
+    for (int k = 0; k < n; k++)
+        total += xt_stage_nparams(stages[k]);
+    float *grads = xt_case_alloc(c, "grads", total, XT_F32);
+    int32_t *forwards = xt_case_alloc(c, "forwards", n, XT_I32);
+    long at = 0;
+    for (int k = 0; k < n; k++) {
+        memcpy(grads + at, xt_stage_grads(stages[k]),
+               sizeof(float) * (size_t)xt_stage_nparams(stages[k]));
+        at += xt_stage_nparams(stages[k]);
+        forwards[k] = (int32_t)xt_stage_forwards(stages[k]);
+        xt_stage_free(stages[k]);
+        stages[k] = NULL;
+    }
+    xt_case_output(c, "grads", grads, XT_F32, total);
+    xt_case_output(c, "forwards", forwards, XT_I32, n);
+}
+
+/* ------------------------------------------------------------------- the demo */
+
+void pp_demo(MPI_Comm comm, const char *schedule, int M, int nstages, int chunks,
+             int (*stage_of)(int chunk, int rank, int np), pp_step step)
+{
+    enum { MB_ROWS = 2, LAYERS_PER_STAGE = 2, IN = 6, HIDDEN = 8, OUT = 4 };
+    int np, rank;
+    MPI_Comm_size(comm, &np);
+    MPI_Comm_rank(comm, &rank);
+    XT_CHECK(chunks >= 1 && chunks <= 8, "xt_pipeline_demo: %d chunks per rank", chunks);
+    int nlayers = LAYERS_PER_STAGE * nstages, rows = M * MB_ROWS;
+    XT_CHECK(nlayers <= XT_MLP_MAX_LAYERS,
+             "xt_pipeline_demo: %d stages of %d layers is more "
+             "than a model's %d layers",
+             nstages, LAYERS_PER_STAGE, XT_MLP_MAX_LAYERS);
+    int dims[XT_MLP_MAX_LAYERS + 1];
+    for (int l = 0; l <= nlayers; l++)
+        dims[l] = l == 0 ? IN : l == nlayers ? OUT : HIDDEN;
+    /* The whole model, the batch and the single process's gradients, the same on every rank. */
+    xt_mlp whole;
+    xt_mlp_init(&whole, nlayers, dims, XT_RELU, XT_MSE);
+    xt_mlp_randomize(&whole, 1);
+    xt_rng g = xt_rng_seed(2);
+    float *x = malloc(sizeof(float) * (size_t)rows * IN);
+    float *target = malloc(sizeof(float) * (size_t)rows * OUT);
+    XT_CHECK(x && target, "out of memory for the demo's batch");
+    xt_rng_fill_uniform(&g, x, (long)rows * IN, -1.0f, 1.0f);
+    xt_rng_fill_uniform(&g, target, (long)rows * OUT, -1.0f, 1.0f);
+
+    xt_stage *stages[8];
+    int has_first = 0, has_last = 0;
+    for (int k = 0; k < chunks; k++) {
+        int s = stage_of(k, rank, np);
+        stages[k] =
+            xt_stage_new(nlayers, dims, XT_RELU, XT_MSE, LAYERS_PER_STAGE * s, LAYERS_PER_STAGE, k);
+        memcpy(xt_stage_params(stages[k]),
+               whole.params + xt_mlp_layer_offset(&whole, xt_stage_first(stages[k])),
+               sizeof(float) * (size_t)xt_stage_nparams(stages[k]));
+        has_first |= s == 0;
+        has_last |= s == nstages - 1;
+    }
+    xt_printf_root(comm, "%s: %d ranks, %d stages of %d layers, M = %d micro-batches of %d rows\n",
+                   schedule, np, nstages, LAYERS_PER_STAGE, M, MB_ROWS);
+    xt_stage_in_flight_most();
+    float loss =
+        step(stages, chunks, has_first ? x : NULL, has_last ? target : NULL, MB_ROWS, M, comm);
+    int most = xt_stage_in_flight_most();
+    char line[256];
+    int at = snprintf(line, sizeof line, "stage%s", chunks > 1 ? "s" : "");
+    for (int k = 0; k < chunks; k++)
+        at += snprintf(line + at, sizeof line - (size_t)at, " %d (layers %d-%d)",
+                       stage_of(k, rank, np), xt_stage_first(stages[k]),
+                       xt_stage_first(stages[k]) + xt_stage_count(stages[k]) - 1);
+    xt_printf_ordered(comm, "%s; at most %d micro-batch%s in flight\n", line, most,
+                      most == 1 ? "" : "es");
+
+    xt_mlp_zero_grad(&whole);
+    xt_mlp_forward(&whole, x, rows);
+    float single_loss = xt_mlp_loss_grad(&whole, target, 1.0f);
+    for (int l = nlayers - 1; l >= 0; l--)
+        xt_mlp_backward_layer(&whole, l, whole.params + xt_mlp_layer_offset(&whole, l),
+                              whole.grads + xt_mlp_layer_offset(&whole, l));
+
+    /* Each stage's gradients against the single process's (copies of a stage summed). */
+    float *summed = calloc((size_t)whole.nparams, sizeof(float));
+    XT_CHECK(summed, "out of memory for the demo's gradients");
+    for (int k = 0; k < chunks; k++) {
+        long off = xt_mlp_layer_offset(&whole, xt_stage_first(stages[k]));
+        const float *g = xt_stage_grads(stages[k]);
+        for (long i = 0; i < xt_stage_nparams(stages[k]); i++)
+            summed[off + i] += g[i];
+    }
+    MPI_Allreduce(MPI_IN_PLACE, summed, (int)whole.nparams, MPI_FLOAT, MPI_SUM, comm);
+    double worst = 0.0, scale = 0.0;
+    for (long i = 0; i < whole.nparams; i++) {
+        double d = fabs((double)summed[i] - (double)whole.grads[i]);
+        worst = d > worst ? d : worst;
+        scale = fabs((double)whole.grads[i]) > scale ? fabs((double)whole.grads[i]) : scale;
+    }
+    float last_loss = has_last ? loss : 0.0f;
+    MPI_Allreduce(MPI_IN_PLACE, &last_loss, 1, MPI_FLOAT, MPI_MAX, comm);
+    xt_printf_root(comm,
+                   "loss %.6f (one process: %.6f); gradients agree with one process: %s "
+                   "(max error %.1e)\n",
+                   (double)last_loss, (double)single_loss,
+                   worst <= 1e-5 * (scale > 1.0 ? scale : 1.0) ? "yes" : "NO", worst);
+    for (int k = 0; k < chunks; k++)
+        xt_stage_free(stages[k]);
+    free(summed);
+    free(x);
+    free(target);
+    xt_mlp_free(&whole);
+}

@@ -1,0 +1,313 @@
+"""What lecture 5's tests share: a case's model and batch, the reference
+training step, and the rules read from the stage log and the messages.
+
+A case is a model of L MLP layers (widths random, ReLU or GELU, a mean
+squared error loss over the whole batch), a batch of M micro-batches of
+mb_rows rows, and a layout: which layers each rank's chunks hold. The
+reference is one process's step on the whole batch (nn.Mlp, float64): the
+loss, and the gradient of every parameter, of which each rank must hold its
+stages' slice.
+
+Tolerance: each gradient tensor and the loss within 1e-5 max(1, its largest
+|value| over every rank) (spec.OfScale): a float32 chain of a few products
+and sums per layer errs by some 1e-7 of the tensor's scale, and a gradient
+scaled by 1/np instead of 1/M, or one micro-batch missing, moves it by a
+whole term. Measured (grade.py --margins): see each module.
+"""
+
+import numpy as np
+
+import nn
+from spec import OfScale, amount, point_to_point_only
+from lectures.lc5_pp import schedule
+
+NPS_PIPE = (1, 2, 3, 4)
+TOLERANCE = OfScale(1e-5, 1.0)
+
+
+# ------------------------------------------------------------------ cases
+
+def model_case(n, nlayers, M, mb_rows, rng, **extra):
+    """A case: np n, a model of nlayers layers of random widths, M micro-batches."""
+    widths = [int(w) for w in rng.integers(2, 9, size=nlayers + 1)]
+    act = "relu" if rng.random() < 0.5 else "gelu"
+    return {"np": n, "dims": ",".join(map(str, widths)), "act": act, "loss": "mse", "M": M,
+            "mb_rows": mb_rows, **extra}
+
+
+def dims_of(case):
+    return [int(d) for d in case["dims"].split(",")]
+
+
+def nlayers(case):
+    return len(dims_of(case)) - 1
+
+
+def chunks(case):
+    return int(case.get("v", 1))
+
+
+def nstages(case):
+    return case.np * chunks(case)
+
+
+def stage_of(case, chunk, rank):
+    """The stage chunk `chunk` of `rank` is: rank r holds stages r, r+np, ... (one chunk
+    each: every schedule but DualPipe)."""
+    return chunk * case.np + rank
+
+
+def stage_layers(case, s):
+    """(first, count) of stage s: the L layers cut into nstages consecutive stages, the
+    first L % nstages one layer more (xt_block's rule)."""
+    return nn.block(nlayers(case), nstages(case), s)
+
+
+def layers_of(case, rank):
+    """[(first, count)] of rank's chunks, in chunk order."""
+    return [stage_layers(case, stage_of(case, k, rank)) for k in range(chunks(case))]
+
+
+def holds(case, rank, s):
+    return any(stage_of(case, k, rank) == s for k in range(chunks(case)))
+
+
+def label(case):
+    p = case.params
+    v = f" v={p['v']}" if "v" in p else ""
+    return f"np={case.np} M={p['M']} mb_rows={p['mb_rows']} layers={nlayers(case)}{v}"
+
+
+def facets(case):
+    """Whether M equals np (a loss scaled by 1/np instead of 1/M is right then), and
+    whether the stages are unequal."""
+    M = case["M"]
+    return {"M vs np": "below" if M < case.np else "equal" if M == case.np else "above",
+            "uneven stages": int(nlayers(case) % nstages(case) != 0)}
+
+
+# ------------------------------------------------------- inputs, reference
+
+def model_of(case):
+    return nn.Mlp(case["dims"], case["act"], case["loss"])
+
+
+def pipeline_inputs(case, rng):
+    m = model_of(case)
+    f = np.float32
+    params = np.zeros(m.nparams, dtype=f)
+    for name, off, shape in m.tensors:
+        scale = 1.0 / np.sqrt(shape[0]) if name.startswith("W") else 0.5
+        params[off:off + int(np.prod(shape))] = (rng.normal(size=shape) * scale).reshape(-1)
+    rows = case["M"] * case["mb_rows"]
+    d = dims_of(case)
+    x = rng.normal(size=(rows, d[0])).astype(f).reshape(-1)
+    target = rng.normal(size=(rows, d[-1])).astype(f).reshape(-1)
+    last = nstages(case) - 1
+    empty = np.zeros(0, dtype=f)
+    return {"params": params,
+            "layers": [np.array(layers_of(case, r), dtype=np.int32).reshape(-1)
+                       for r in range(case.np)],
+            "x": [x if holds(case, r, 0) else empty for r in range(case.np)],
+            "target": [target if holds(case, r, last) else empty for r in range(case.np)]}
+
+
+def whole_step(case, inputs):
+    """The loss and the whole model's gradient (flat), float64: one process, the whole
+    batch, the mean loss."""
+    d = dims_of(case)
+    rows = case["M"] * case["mb_rows"]
+    x = inputs["x"][next(r for r in range(case.np) if holds(case, r, 0))].reshape(rows, d[0])
+    t = inputs["target"][next(r for r in range(case.np)
+                              if holds(case, r, nstages(case) - 1))].reshape(rows, d[-1])
+    return model_of(case).loss_and_grads(inputs["params"], x.astype(np.float64),
+                                         t.astype(np.float64))
+
+
+def layer_offsets(case):
+    d = dims_of(case)
+    off = [0]
+    for a, b in zip(d, d[1:]):
+        off.append(off[-1] + a * b + b)
+    return off
+
+
+def stage_slice(case, grads, first, count):
+    off = layer_offsets(case)
+    return grads[off[first]:off[first + count]]
+
+
+def pipeline_reference(case, inputs):
+    """Each rank: its chunks' gradients one after another, M forwards per chunk, and on the
+    rank holding the last stage the mean loss."""
+    loss, grads = whole_step(case, inputs)
+    out = []
+    last = nstages(case) - 1
+    for r in range(case.np):
+        mine = {"grads": np.concatenate([stage_slice(case, grads, f, c)
+                                         for f, c in layers_of(case, r)]),
+                "forwards": np.full(chunks(case), case["M"], dtype=np.int32)}
+        if holds(case, r, last):
+            mine["loss"] = np.array([loss])
+        out.append(mine)
+    return out
+
+
+def pipeline_tolerance(case, inputs, name, rank):
+    return 0 if name == "forwards" else TOLERANCE
+
+
+def grads_locator(case, name, index, rank):
+    """'layer 3's W, row 1, column 0' for an index into a rank's gradients."""
+    if name != "grads":
+        return None
+    d = dims_of(case)
+    off = layer_offsets(case)
+    at = index
+    for first, count in layers_of(case, rank):
+        for layer in range(first, first + count):
+            n = off[layer + 1] - off[layer]
+            if at < n:
+                a, b = d[layer], d[layer + 1]
+                if at < a * b:
+                    return f"layer {layer}'s W, row {at // b}, column {at % b}"
+                return f"layer {layer}'s b[{at - a * b}]"
+            at -= n
+    return None
+
+
+# ------------------------------------------------------------------ rules
+
+def stage_order(definition, name, explain):
+    """Each rank's logged stage calls are exactly definition(case, rank) (schedule Ops);
+    the report draws both timelines."""
+    def rule(case, inputs, records):
+        for r, rec in enumerate(records):
+            got = schedule.ops_of(rec.stages)
+            want = definition(case, r)
+            if got == want:
+                continue
+            i = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
+                     min(len(got), len(want)))
+            what = (f"call {i + 1} is {got[i]}, {name} has {want[i]}" if i < min(len(got), len(want))
+                    else f"it made {len(got)} calls, {name} has {len(want)}")
+            text = (f"rank {r}'s stage calls are not {name}'s: {what} ({explain(case, r)}). "
+                    f"Rank {r} ran {' '.join(map(str, got[:i + 3]))}"
+                    f"{' ...' if len(got) > i + 3 else ''}")
+            return [(r, text + "\n" + pictures(case, records, definition, name))]
+        return []
+    rule.__doc__ = f"the stage calls are {name}'s"
+    return rule
+
+
+def pictures(case, records, definition, name):
+    """The logged calls and the schedule's, replayed, as text lines starting with '|'."""
+    lines = []
+    logs = {r: rec.stages for r, rec in enumerate(records)}
+    rp = schedule.replay(logs, nlayers(case))
+    if not rp.stuck:
+        lines += schedule.text_timeline(rp, range(case.np), "what ran:").splitlines()
+    want = {r: [_call(case, r, op) for op in definition(case, r)] for r in range(case.np)}
+    lines += schedule.text_timeline(schedule.replay(want, nlayers(case)), range(case.np),
+                                    f"{name}:").splitlines()
+    return "\n".join("| " + ln for ln in lines)
+
+
+def _call(case, rank, op):
+    import harness
+    first, count = layers_of(case, rank)[op.chunk]
+    return harness.StageCall(op.op, op.mb, op.chunk, 0.0, 0.0, first, count)
+
+
+def runnable(case, inputs, records):
+    """The logged order can run: every call after its inputs (the unit-time replay)."""
+    logs = {r: rec.stages for r, rec in enumerate(records)}
+    rp = schedule.replay(logs, nlayers(case))
+    if rp.stuck:
+        r, op, why = rp.stuck[0]
+        return [(r, f"the logged order cannot run: rank {r}'s {op} waits for {why}, which no "
+                    f"rank does before it (each rank runs its calls in the order it made them)")]
+    return []
+
+
+def in_flight(calls):
+    """The most micro-batches forwarded and not yet backward (B, or W after I)."""
+    now = most = 0
+    for c in calls:
+        if c.op == "F":
+            now += 1
+            most = max(most, now)
+        elif c.op in ("B", "W"):
+            now -= 1
+    return most
+
+
+def in_flight_at_most(bound, formula):
+    def rule(case, inputs, records):
+        for r, rec in enumerate(records):
+            got, cap = in_flight(rec.stages), bound(case, r)
+            if got > cap:
+                return [(r, f"rank {r} had {got} micro-batches in flight (forwarded, not yet "
+                            f"backward), the schedule keeps at most {cap} ({formula})")]
+        return []
+    return rule
+
+
+def neighbour_messages(case, rank, per_mb=1):
+    """What rank sends and receives when each stage passes each micro-batch's activations
+    to the next stage's rank and its gradient back: {(dir, peer, bytes): count}."""
+    want = {}
+    d = dims_of(case)
+    rows = case["mb_rows"]
+    for k in range(chunks(case)):
+        s = stage_of(case, k, rank)
+        first, count = stage_layers(case, s)
+        if s > 0:
+            prev = (s - 1) % case.np
+            nbytes = 4 * rows * d[first]
+            for key in (("R", prev, nbytes), ("S", prev, nbytes)):
+                want[key] = want.get(key, 0) + case["M"] * per_mb
+        if s < nstages(case) - 1:
+            nxt = (s + 1) % case.np
+            nbytes = 4 * rows * d[first + count]
+            for key in (("S", nxt, nbytes), ("R", nxt, nbytes)):
+                want[key] = want.get(key, 0) + case["M"] * per_mb
+    return want
+
+
+def messages_of(rec):
+    got = {}
+    for e in rec.events:
+        if e.dir in ("S", "R"):
+            key = (e.dir, e.peer, e.bytes)
+            got[key] = got.get(key, 0) + 1
+    return got
+
+
+def describe(key, n):
+    d, peer, nbytes = key
+    return (f"{amount(n, ' messages')} of {nbytes} B {'to' if d == 'S' else 'from'} "
+            f"rank {peer}")
+
+
+def messages_exactly(expected, why):
+    """Every point-to-point message, by direction, peer and size, exactly expected(case,
+    rank); nothing else: no collective, no other communicator."""
+    def rule(case, inputs, records):
+        broken = point_to_point_only(case, inputs, records)
+        if broken:
+            return broken
+        for r, rec in enumerate(records):
+            other = [e for e in rec.events if e.dir in ("S", "R") and e.comm != "case"]
+            if other:
+                e = other[0]
+                return [(r, f"rank {r} made {e.fn} on {'MPI_COMM_WORLD' if e.comm == 'world' else 'another communicator'}: "
+                            f"every message of the step goes on comm")]
+            got, want = messages_of(rec), expected(case, r)
+            for key in sorted(set(got) | set(want)):
+                if got.get(key, 0) != want.get(key, 0):
+                    verb = "sent" if key[0] == "S" else "received"
+                    return [(r, f"rank {r} {verb} {describe(key, got.get(key, 0))}, expected "
+                                f"{want.get(key, 0)} ({why})")]
+        return []
+    return rule

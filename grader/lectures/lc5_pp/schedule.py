@@ -1,0 +1,375 @@
+"""Pipeline schedules: what each rank's stage calls should be, a unit-time
+replay of what they were, the bubble, and the timeline drawn from it.
+
+A schedule is, per rank, a list of Ops (op, micro-batch, chunk), op being F
+(forward), B (the whole backward), I (the backward's input part) or W (its
+weight part). The replay knows nothing of any schedule: it runs each rank's
+calls in the order logged, each as early as its inputs allow, in units of
+time (F = I = W = 1, B = 2), where a call's inputs are found from the layers
+its stage holds (every call is logged with its stage's first layer and
+number of layers):
+
+    F of micro-batch m on layers f..      after F of m on the layers ending at f-1
+    B or I of m on layers ..g             after B or I of m on the layers from g+1
+                                          (on the last stage: after its own F)
+    W of m                                after I of m on the same stage
+
+So the same replay judges GPipe, 1F1B, interleaved stages, zero bubble and
+DualPipe's two directions, and a logged order that could never run (a
+backward before the next stage's, a W before its I) is named as such.
+"""
+
+import collections
+import dataclasses
+import html
+
+UNITS = {"F": 1, "B": 2, "I": 1, "W": 1, "N": 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    op: str
+    mb: int
+    chunk: int = 0
+
+    def __str__(self):
+        return f"{self.op}{self.mb}" + (f"/{self.chunk}" if self.chunk else "")
+
+
+def ops_of(calls):
+    """A rank's logged StageCalls as Ops."""
+    return [Op(c.op, c.mb, c.chunk) for c in calls]
+
+
+# ------------------------------------------------------------- definitions
+
+def gpipe(p, m, r):
+    """All forwards, then all backwards, in micro-batch order."""
+    return [Op("F", i) for i in range(m)] + [Op("B", i) for i in range(m)]
+
+
+def warmup_1f1b(p, m, r):
+    return min(p - r - 1, m)
+
+
+def one_f_one_b(p, m, r):
+    """min(p-r-1, M) forwards; then one forward and one backward at a time; then the
+    backwards left."""
+    w = warmup_1f1b(p, m, r)
+    out = [Op("F", i) for i in range(w)]
+    for i in range(m - w):
+        out += [Op("F", w + i), Op("B", i)]
+    return out + [Op("B", i) for i in range(m - w, m)]
+
+
+def interleaved_chunk(k, p, v, forward):
+    c = (k % (p * v)) // p
+    return c if forward else v - 1 - c
+
+
+def interleaved_mb(k, p, v):
+    return (k // (p * v)) * p + k % p
+
+
+def interleaved_warmup(p, m, v, r):
+    total = m * v
+    if m == p:
+        return total
+    return min((p - r - 1) * 2 + (v - 1) * p, total)
+
+
+def interleaved(p, m, v, r):
+    """Megatron's interleaved 1F1B: rank r holds chunks c = 0..v-1 (stage c p + r);
+    virtual micro-batch k runs micro-batch (k div pv) p + k mod p on chunk
+    (k mod pv) div p forward, and on chunk v-1 minus that backward; the warm-up is
+    2 (p-r-1) + (v-1) p forwards (all of them when M = p), M a multiple of p."""
+    total = m * v
+    w = interleaved_warmup(p, m, v, r)
+
+    def fwd(k):
+        return Op("F", interleaved_mb(k, p, v), interleaved_chunk(k, p, v, True))
+
+    def bwd(k):
+        return Op("B", interleaved_mb(k, p, v), interleaved_chunk(k, p, v, False))
+
+    out = [fwd(k) for k in range(w)]
+    for k in range(total - w):
+        out += [fwd(w + k), bwd(k)]
+    return out + [bwd(k) for k in range(total - w, total)]
+
+
+def zb_h1(p, m, r):
+    """ZB-H1: 1F1B's warm-up and order of forwards and input parts (I), each W
+    run after its I; rank r holds back its first r W's, and runs one W after
+    each later I (oldest first); the W's still held back end the step."""
+    w = warmup_1f1b(p, m, r)
+    out = [Op("F", i) for i in range(w)]
+    pending = collections.deque()
+    for i in range(m - w):
+        out += [Op("F", w + i), Op("I", i)]
+        pending.append(i)
+        if i >= r:
+            out.append(Op("W", pending.popleft()))
+    for i in range(m - w, m):
+        out.append(Op("I", i))
+        pending.append(i)
+        out.append(Op("W", pending.popleft()))
+    return out + [Op("W", i) for i in pending]
+
+
+# ------------------------------------------------------------------ replay
+
+@dataclasses.dataclass
+class Box:
+    """One call placed in unit time."""
+    rank: int
+    op: str
+    mb: int
+    chunk: int
+    start: int
+    end: int
+    first: int
+    count: int
+
+
+@dataclasses.dataclass
+class Replay:
+    boxes: list  # Box, every rank's, in each rank's order
+    makespan: int
+    busy: dict  # rank -> units of work
+    stuck: list  # (rank, Op, what it waits for) when the order cannot run
+
+    def idle(self, rank):
+        return self.makespan - self.busy.get(rank, 0)
+
+
+def replay(stages_by_rank, nlayers):
+    """Places every rank's logged calls (harness StageCalls, in order) in unit
+    time. A call waits for its rank's previous call and for its inputs (module
+    docstring). When some rank's next call waits for something no rank will
+    ever do, stuck names each rank's waiting call."""
+    queues = {r: list(calls) for r, calls in stages_by_rank.items()}
+    pos = {r: 0 for r in queues}
+    free = {r: 0 for r in queues}
+    done = {}  # (op kind, mb, first layer) -> end
+    boxes = []
+    busy = collections.Counter()
+
+    def needs(c):
+        """The key of the call c waits for, or None."""
+        if c.op == "F":
+            return None if c.first == 0 else ("F", c.mb, "ends", c.first - 1)
+        if c.op in ("B", "I"):
+            if c.first + c.count >= nlayers:
+                return ("F", c.mb, "starts", c.first)
+            return ("BI", c.mb, "starts", c.first + c.count)
+        if c.op == "W":
+            return ("I", c.mb, "starts", c.first)
+        return None
+
+    def lookup(key):
+        return done.get(key)
+
+    progress = True
+    while progress:
+        progress = False
+        for r in sorted(queues):
+            while pos[r] < len(queues[r]):
+                c = queues[r][pos[r]]
+                key = needs(c)
+                ready = 0 if key is None else lookup(key)
+                if ready is None:
+                    break
+                start = max(free[r], ready)
+                end = start + UNITS.get(c.op, 1)
+                free[r] = end
+                busy[r] += end - start
+                boxes.append(Box(r, c.op, c.mb, c.chunk, start, end, c.first, c.count))
+                last = c.first + c.count - 1
+                kinds = {"F": ("F",), "B": ("BI",), "I": ("BI", "I"), "W": ("W",), "N": ()}
+                for kind in kinds.get(c.op, ()):
+                    done[(kind, c.mb, "starts", c.first)] = end
+                    done[(kind, c.mb, "ends", last)] = end
+                pos[r] += 1
+                progress = True
+    stuck = []
+    for r in sorted(queues):
+        if pos[r] < len(queues[r]):
+            c = queues[r][pos[r]]
+            stuck.append((r, Op(c.op, c.mb, c.chunk), describe_need(needs(c), c)))
+    return Replay(boxes, max(free.values(), default=0), dict(busy), stuck)
+
+
+def describe_need(key, c):
+    kind, mb, where, layer = key
+    what = {"F": "the forward", "BI": "the backward", "I": "the input part"}[kind]
+    if kind == "F" and c.op != "F":
+        return f"its own forward of micro-batch {mb} (layers {c.first}..)"
+    side = f"the stage ending at layer {layer}" if where == "ends" else \
+        f"the stage starting at layer {layer}"
+    return f"{what} of micro-batch {mb} on {side}"
+
+
+# ------------------------------------------------------------------ bubble
+
+def bubble_formula(kind, p, m, v=1):
+    """Idle units per rank in the unit-time model, and the formula as text."""
+    if kind in ("gpipe", "1f1b"):
+        return 3 * (p - 1), "(p-1)(F+B) = 3(p-1)"
+    if kind == "interleaved":
+        return 3 * (p - 1), "(p-1)(F+B) = 3(p-1) units of a chunk (v times smaller than a stage's)"
+    if kind == "zb_h1":
+        return (p - 1), "(p-1)(F+B-W) = p-1"
+    raise ValueError(kind)
+
+
+# ---------------------------------------------------------------- drawing
+
+GLYPH = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def glyph(mb):
+    return GLYPH[mb] if 0 <= mb < len(GLYPH) else "+"
+
+
+LETTER = {"F": "F", "B": "B", "I": "B", "W": "W", "N": "N"}
+
+
+def text_timeline(rp, ranks, title="", columns=78):
+    """The replay as text, one row per rank, '.' idle. Where it fits in
+    `columns`, two characters per unit of time, each call its letter and
+    micro-batch ('F3', a backward 'B3--'); otherwise one character per unit
+    (F one column, B two: 'BB', W 'W') with the micro-batch under the call's
+    first column. A second chunk's calls are in lower case; an input part is
+    drawn as B."""
+    cell = 2 if 6 + 2 * rp.makespan <= columns else 1
+    lines = [title] if title else []
+    lines.append("      " + "".join((str(t // 10 % 10) if t % 10 == 0 else " ").ljust(cell)
+                                    for t in range(rp.makespan)).rstrip())
+    for r in ranks:
+        top = [" " * (cell - 1) + "."] * rp.makespan
+        low = [" "] * rp.makespan
+        for b in rp.boxes:
+            if b.rank != r:
+                continue
+            letter = LETTER.get(b.op, "?")
+            letter = letter.lower() if b.chunk % 2 else letter
+            if cell == 2:
+                text = (letter + glyph(b.mb)).ljust(2 * (b.end - b.start), "-")
+                for t in range(b.start, b.end):
+                    top[t] = text[2 * (t - b.start):2 * (t - b.start) + 2]
+            else:
+                for t in range(b.start, b.end):
+                    top[t] = letter
+                low[b.start] = glyph(b.mb)
+        lines.append(f"  r{r:<2} " + "".join(top))
+        if cell == 1:
+            lines.append("      " + "".join(low).rstrip())
+    return "\n".join(lines)
+
+
+COLOURS = {("F", 0): "#4e79a7", ("F", 1): "#a0cbe8", ("B", 0): "#59a14f", ("B", 1): "#8cd17d",
+           ("I", 0): "#59a14f", ("I", 1): "#8cd17d", ("W", 0): "#f28e2b", ("W", 1): "#ffbe7d",
+           ("N", 0): "#bab0ac", ("N", 1): "#bab0ac"}
+
+
+def svg_timeline(rp, ranks, title, unit=22, row=28):
+    """The replay as an SVG: ranks as rows, each call a box numbered with its
+    micro-batch, coloured by op (forward blue, backward or its input part
+    green, weight part orange; a second chunk lighter)."""
+    left, top = 44, 40
+    width = left + rp.makespan * unit + 16
+    height = top + len(ranks) * row + 44
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="monospace" font-size="12">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{left}" y="18" font-size="14">{html.escape(title)}</text>']
+    for i, r in enumerate(ranks):
+        y = top + i * row
+        out.append(f'<text x="6" y="{y + row // 2 + 4}">r{r}</text>')
+        out.append(f'<rect x="{left}" y="{y + 2}" width="{rp.makespan * unit}" '
+                   f'height="{row - 4}" fill="#f4f4f4"/>')
+        for b in rp.boxes:
+            if b.rank != r:
+                continue
+            x = left + b.start * unit
+            w = (b.end - b.start) * unit
+            fill = COLOURS.get((b.op, b.chunk % 2), "#999999")
+            out.append(f'<rect x="{x + 1}" y="{y + 3}" width="{w - 2}" height="{row - 6}" '
+                       f'fill="{fill}" stroke="#333" stroke-width="0.5"/>')
+            out.append(f'<text x="{x + w / 2}" y="{y + row // 2 + 4}" text-anchor="middle">'
+                       f'{b.mb}</text>')
+    y = top + len(ranks) * row + 8
+    for t in range(0, rp.makespan + 1, 5):
+        out.append(f'<text x="{left + t * unit}" y="{y + 4}" font-size="10" '
+                   f'text-anchor="middle">{t}</text>')
+    ops = {b.op for b in rp.boxes}
+    legend = [("F", 0, "forward")]
+    legend += [("B", 0, "backward")] if "B" in ops else []
+    legend += [("I", 0, "input part of the backward"), ("W", 0, "weight part")] \
+        if "I" in ops or "W" in ops else []
+    legend += [("F", 1, "lighter: the second chunk")] if any(b.chunk for b in rp.boxes) else []
+    x = left
+    for op, chunk, name in legend:
+        out.append(f'<rect x="{x}" y="{y + 14}" width="14" height="12" '
+                   f'fill="{COLOURS[(op, chunk)]}"/>')
+        out.append(f'<text x="{x + 18}" y="{y + 24}" font-size="11">{html.escape(name)}</text>')
+        x += 26 + 7 * len(name)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------- demo
+
+def read_logs(directory):
+    """{rank: [StageCall]} from a demo's XT_STAGE_LOG files."""
+    import glob
+    import os
+    import re
+    import harness
+    logs = {}
+    for path in glob.glob(os.path.join(directory, "stages.r*.txt")):
+        rec = harness.read_record(path)
+        if rec is not None:
+            logs[int(re.search(r"stages\.r(\d+)\.txt$", path).group(1))] = rec.stages
+    return logs
+
+
+def legend(rp):
+    ops = {b.op for b in rp.boxes}
+    parts = ["F forward", "B backward" + (" (input part)" if "I" in ops else "")]
+    parts += ["W weight part"] if "W" in ops else []
+    parts += ["lower case: the second chunk"] if any(b.chunk for b in rp.boxes) else []
+    return ", ".join(parts) + "; the digit: the micro-batch"
+
+
+def idle_line(rp, ranks):
+    idle = [rp.idle(r) for r in ranks]
+    each = (f"{idle[0]}" if len(set(idle)) == 1 else ", ".join(map(str, idle)))
+    share = sum(idle) / max(1, len(idle) * rp.makespan)
+    return f"idle {each} of {rp.makespan} units per rank (bubble {100 * share:.0f}%)"
+
+
+def demo_timeline(exercise, np_, directory):
+    """make demo's picture: the logged calls replayed in unit time, in the
+    terminal and as build/timelines/<exercise>.np<np>.svg."""
+    import os
+    logs = read_logs(directory)
+    if not logs:
+        return
+    nlayers = max(c.first + c.count for calls in logs.values() for c in calls)
+    rp = replay(logs, nlayers)
+    if rp.stuck:
+        print("timeline: the logged order cannot run: " +
+              "; ".join(f"rank {r}'s {op} waits for {why}" for r, op, why in rp.stuck))
+        return
+    ranks = sorted(logs)
+    print(text_timeline(rp, ranks, "the stage calls, replayed in unit time (F=1, B=2, I=W=1):"))
+    print(f"  {legend(rp)}")
+    print("  " + idle_line(rp, ranks))
+    title = f"{exercise}, np={np_}: {idle_line(rp, ranks)}"
+    os.makedirs(os.path.join("build", "timelines"), exist_ok=True)
+    path = os.path.join("build", "timelines", f"{exercise}.np{np_}.svg")
+    with open(path, "w") as f:
+        f.write(svg_timeline(rp, ranks, title))
+    print(f"(drawn in {path})")
