@@ -278,7 +278,8 @@ def svg_timeline(rp, ranks, title, unit=22, row=28):
     micro-batch, coloured by op (forward blue, backward or its input part
     green, weight part orange; a second chunk lighter)."""
     left, top = 44, 40
-    width = left + rp.makespan * unit + 16
+    unit = unit if rp.makespan <= 60 else max(6, unit * 60 / rp.makespan)
+    width = int(left + rp.makespan * unit + 16)
     height = top + len(ranks) * row + 44
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'font-family="monospace" font-size="12">',
@@ -297,10 +298,13 @@ def svg_timeline(rp, ranks, title, unit=22, row=28):
             fill = COLOURS.get((b.op, b.chunk % 2), "#999999")
             out.append(f'<rect x="{x + 1}" y="{y + 3}" width="{w - 2}" height="{row - 6}" '
                        f'fill="{fill}" stroke="#333" stroke-width="0.5"/>')
-            out.append(f'<text x="{x + w / 2}" y="{y + row // 2 + 4}" text-anchor="middle">'
-                       f'{b.mb}</text>')
+            if w >= 10:
+                out.append(f'<text x="{x + w / 2:.1f}" y="{y + row // 2 + 4}" '
+                           f'text-anchor="middle">{b.mb}</text>')
     y = top + len(ranks) * row + 8
-    for t in range(0, rp.makespan + 1, 5):
+    span = int(rp.makespan)
+    step = 5 if span <= 100 else 10 * ((span // 100) + 1)
+    for t in range(0, span + 1, step):
         out.append(f'<text x="{left + t * unit}" y="{y + 4}" font-size="10" '
                    f'text-anchor="middle">{t}</text>')
     ops = {b.op for b in rp.boxes}

@@ -1,0 +1,338 @@
+"""make bench LC=5 [NP=n] [SOL=0] [ARGS="..."]: lecture 5's pipeline
+schedules on a model whose stages cost the same, at np 2 (NP=n: that one).
+
+For each schedule whose program is written (pp_gpipe, pp_1f1b,
+pp_interleaved, pp_zero_bubble, pp_dualpipe) and each M, the program runs one
+training step in case mode, as the grader runs it, a few rounds. From the
+case records:
+
+- step: the step's time (the slowest rank's; best and median of the rounds);
+- bubble measured: the share of the step a rank spent outside its stage
+  calls (the mean over ranks, from the logged start and end of every call),
+  waiting or passing messages;
+- unit time: the same share in the unit-time replay of the logged order
+  (F = 1, B = 2, its split parts 1 each), and the schedule's formula beside
+  it, which the replay must equal;
+- in flight: the most micro-batches any rank had forwarded and not yet
+  backward, and activations: the largest XT_MEM_ACTIVATIONS peak of a rank;
+- every rank's gradients against one process's step (NumPy), so that a fast
+  wrong schedule is not a result.
+
+Writes JSON under build/bench/ and, per schedule, the measured timeline of
+the largest M as an SVG under build/bench/timelines/ (time in units of the
+mean forward call, so that it compares with the unit-time picture).
+docs/lc5_pp.md (The bench) explains it.
+"""
+
+import os
+import re
+import shutil
+import statistics
+import sys
+import textwrap
+
+import numpy as np
+
+import harness
+import launch
+import spec
+from benchlib import TrainingRun, ms, tree_of
+from testkit import bench_results, fresh, mutant_tree, run_bench, tail
+from lectures.lc5_pp import pp, schedule
+
+ABOUT = "GPipe, 1F1B, interleaved, ZB-H1 and DualPipe steps: time, bubble measured and " \
+        "formula, in-flight micro-batches, activation memory"
+
+
+def bubble_gpipe(p, m, v):
+    return (p - 1) / (m + p - 1)
+
+
+def bubble_interleaved(p, m, v):
+    return (p - 1) / (v * m + p - 1)
+
+
+def bubble_zb(p, m, v):
+    return (p - 1) / (3 * m + p - 1) if m >= p else None
+
+
+# name: (program, chunks per rank, formula of the idle share (None: none stated), its text)
+SCHEDULES = {
+    "gpipe": ("pp_gpipe", 1, bubble_gpipe, "(p-1)/(M+p-1)"),
+    "1f1b": ("pp_1f1b", 1, bubble_gpipe, "(p-1)/(M+p-1)"),
+    "interleaved": ("pp_interleaved", 2, bubble_interleaved, "(p-1)/(vM+p-1)"),
+    "zb_h1": ("pp_zero_bubble", 1, bubble_zb, "(p-1)/(3M+p-1)"),
+    "dualpipe": ("pp_dualpipe", 2, None, "see docs"),
+}
+MS = "1,2,4,8,16"
+
+
+def add_options(g):
+    g.add_argument("--schedules", default=",".join(SCHEDULES),
+                   help=f"comma-separated, of {', '.join(SCHEDULES)} (default all written)")
+    g.add_argument("--ms", default=MS, help=f"micro-batch counts (default {MS})")
+    g.add_argument("--width", type=int, default=512, help="every layer's width (default 512)")
+    g.add_argument("--layers-per-stage", type=int, default=2, help="(default 2)")
+    g.add_argument("--mb-rows", type=int, default=64, help="rows per micro-batch (default 64)")
+
+
+def note(text):
+    print("\n".join(textwrap.wrap(text, 98, initial_indent="# ", subsequent_indent="#   ")))
+
+
+def bench_case(name, np_, M, args):
+    """The case's parameters and a Case: equal stages of layers_per_stage layers of width."""
+    program, chunks, _, _ = SCHEDULES[name]
+    stages = np_ * chunks if name != "dualpipe" else np_
+    layers = stages * args.layers_per_stage
+    params = {"fn": program + "_step", "dims": ",".join([str(args.width)] * (layers + 1)),
+              "act": "relu", "loss": "mse", "M": M, "mb_rows": args.mb_rows}
+    if name == "interleaved":
+        params["v"] = chunks
+    return spec.Case(None, np_, params)
+
+
+def valid_ms(name, np_, ms_):
+    if name == "interleaved":
+        return [m for m in ms_ if m % np_ == 0]
+    if name == "dualpipe":
+        return [m for m in ms_ if np_ % 2 == 0 and m % 2 == 0 and m >= 2 * np_]
+    return ms_
+
+
+def write_plan(work, plan, args):
+    """cases.txt and every case's inputs (pp.pipeline_inputs: one group); returns the
+    inputs per case."""
+    lines = ["# make bench LC=5: one pipeline step per case"]
+    inputs = []
+    for k, case in enumerate(plan):
+        cdir = os.path.join(work, f"c{k}")
+        os.makedirs(cdir)
+        inp = inputs_of(case, np.random.default_rng(2026 + k))
+        for key, val in inp.items():
+            if isinstance(val, list):
+                for r, arr in enumerate(val):
+                    np.save(os.path.join(cdir, f"g0.r{r}.{key}.npy"), arr)
+            else:
+                np.save(os.path.join(cdir, f"g0.{key}.npy"), val)
+        inputs.append(inp)
+        params = " ".join(f"{key}={val}" for key, val in case.params.items())
+        lines.append(f"case {k} np={case.np} {params} watchdog={args.timeout:.0f}")
+    with open(os.path.join(work, "cases.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return inputs
+
+
+def inputs_of(case, rng):
+    extra = getattr(pp, "dualpipe_inputs", None)
+    if case["fn"] == "pp_dualpipe_step" and extra:
+        return extra(case, rng)
+    return pp.pipeline_inputs(case, rng)
+
+
+def reference_of(case, inputs):
+    extra = getattr(pp, "dualpipe_reference", None)
+    if case["fn"] == "pp_dualpipe_step" and extra:
+        return extra(case, inputs)
+    return pp.pipeline_reference(case, inputs)
+
+
+def build_program(tree, name):
+    binary = os.path.join("build", tree, name)
+    if not os.path.exists(os.path.join(tree, name + ".c")):
+        return None, f"{tree}/{name}.c is not in this tree"
+    res = launch.run(["make", "-s", "--no-print-directory", binary], timeout=600)
+    if res.returncode != 0:
+        return None, f"building {binary} failed"
+    return binary, None
+
+
+def measure(name, np_, ms_, rounds, args, tree, work, env):
+    """One launch of the schedule's program: every M, `rounds` times. Returns (rows,
+    skipped message or None, errors, the records of the largest M's last round)."""
+    program = SCHEDULES[name][0]
+    binary, why = build_program(tree, program)
+    if binary is None:
+        return [], why, [], None
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    plan = [bench_case(name, np_, M, args) for M in ms_ for _ in range(rounds)]
+    inputs = write_plan(work, plan, args)
+    # MPI_Send as a real run has it (buffered while small), not the grader's strict mode.
+    cmd = launch.mpirun_command(np_, [os.path.abspath(binary), "--cases", os.path.abspath(work),
+                                      "--no-strict"])
+    out = []
+    res = launch.run(cmd, timeout=args.timeout, env=env, on_line=out.append)
+    todo = [ln for ln in out if " TODO " in ln]
+    if todo:
+        where = re.search(r"(\S+\.c:\d+)", todo[0])
+        return [], f"{tree}/{program}.c is not written yet (TODO at " \
+                   f"{where.group(1) if where else '?'})", [], None
+    if res.timed_out or res.returncode != 0:
+        return [], None, [f"{name} np {np_}: the launch {'timed out' if res.timed_out else 'failed'}"
+                          f" (exit {res.returncode}); rerun: {launch.shell_line(cmd)}"], None
+    errors, rows, last = [], [], None
+    for M in ms_:
+        steps, shares, unit, flights, peaks = [], [], None, 0, 0
+        for k, case in enumerate(plan):
+            if case["M"] != M:
+                continue
+            cdir = os.path.join(work, f"c{k}")
+            recs = [harness.read_record(os.path.join(cdir, f"g0.r{r}.mpi.txt"))
+                    for r in range(np_)]
+            if any(rec is None for rec in recs):
+                errors.append(f"{name} np {np_} M {M}: a rank wrote no record")
+                break
+            wrong = check_values(case, inputs[k], cdir)
+            if wrong:
+                errors.append(f"{name} np {np_} M {M}: {wrong}")
+                break
+            t = max(rec.seconds for rec in recs)
+            steps.append(t)
+            busy = [sum(c.end - c.start for c in rec.stages) for rec in recs]
+            shares.append(statistics.mean(max(0.0, 1 - b / t) for b in busy) if t > 0 else 0.0)
+            rp = schedule.replay({r: rec.stages for r, rec in enumerate(recs)}, pp.nlayers(case))
+            unit = (statistics.mean(rp.idle(r) / rp.makespan for r in range(np_))
+                    if rp.makespan and not rp.stuck else None)
+            flights = max(pp.in_flight(rec.stages) for rec in recs)
+            peaks = max(rec.memory.get("activations", (0, 0))[1] for rec in recs)
+            last = (case, recs)
+        if len(steps) < rounds:
+            continue
+        formula = SCHEDULES[name][2]
+        v = SCHEDULES[name][1]
+        want = formula(np_, M, v) if formula else None
+        if want is not None and unit is not None and abs(unit - want) > 1e-9:
+            errors.append(f"{name} np {np_} M {M}: the unit-time bubble is {unit:.4f}, the "
+                          f"formula {SCHEDULES[name][3]} gives {want:.4f}")
+        rows.append({"schedule": name, "np": np_, "M": M, "best": min(steps),
+                     "median": statistics.median(steps), "bubble": statistics.median(shares),
+                     "unit": unit, "formula": want, "in_flight": flights,
+                     "activations": peaks})
+    return rows, None, errors, last
+
+
+def check_values(case, inputs, cdir):
+    """'' when every rank's outputs match one process's step, else the first difference."""
+    expected = reference_of(case, inputs)
+    for r, want in enumerate(expected):
+        for key, exp in want.items():
+            path = os.path.join(cdir, f"g0.r{r}.{key}.npy")
+            got = np.load(path) if os.path.exists(path) else None
+            tol = pp.pipeline_tolerance(case, inputs, key, r)
+            if isinstance(tol, spec.OfScale):
+                tol = tol.bound([e[key] for e in expected if key in e])
+            msg = harness.compare(key, exp, got, tol, r)
+            if msg:
+                return msg
+    return ""
+
+
+def measured_svg(name, case, recs, out):
+    """The last round's calls at their measured times, in units of the mean forward."""
+    forwards = [c.end - c.start for rec in recs for c in rec.stages if c.op == "F"]
+    unit = statistics.mean(forwards) if forwards else 1.0
+    t0 = min((c.start for rec in recs for c in rec.stages), default=0.0)
+    boxes = [schedule.Box(r, c.op, c.mb, c.chunk, (c.start - t0) / unit, (c.end - t0) / unit,
+                          c.first, c.count)
+             for r, rec in enumerate(recs) for c in rec.stages]
+    span = max((b.end for b in boxes), default=0.0)
+    rp = schedule.Replay(boxes, span, {}, [])
+    os.makedirs(os.path.join(out, "timelines"), exist_ok=True)
+    path = os.path.join(out, "timelines", f"{name}_np{case.np}_M{case['M']}.svg")
+    with open(path, "w") as f:
+        f.write(schedule.svg_timeline(rp, range(case.np),
+                                      f"{name}, np={case.np}, M={case['M']}: measured, time in "
+                                      f"mean forwards ({unit * 1e3:.2f} ms)"))
+    return path
+
+
+TABLE = "{:<12} {:>3} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11}"
+
+
+def run(args):
+    names = [n.strip() for n in args.schedules.split(",") if n.strip()]
+    try:
+        ms_ = sorted({int(m) for m in args.ms.split(",")})
+    except ValueError:
+        ms_ = []
+    if (not names or set(names) - set(SCHEDULES) or not ms_ or min(ms_) < 1 or args.width < 1
+            or args.layers_per_stage < 1 or args.mb_rows < 1):
+        print(f"bench: --schedules of {', '.join(SCHEDULES)}; --ms positive integers; "
+              f"--width, --layers-per-stage, --mb-rows positive", file=sys.stderr)
+        return 2
+    tree = tree_of(args, "lc5_pp")
+    nps = [args.np] if args.np else [2]
+    rounds = args.rounds if args.rounds is not None else 3
+    trun = TrainingRun(5, args, "pipeline schedules: step time, bubble and memory", tree, nps)
+    note(f"model: {args.layers_per_stage} ReLU layers of width {args.width} per stage (stages of "
+         f"equal cost), micro-batches of {args.mb_rows} rows, a mean squared error loss")
+    note(f"step: ms per training step, the slowest rank's, best and median of {rounds} rounds; "
+         f"bubble: the mean share of the step a rank spent outside its stage calls (measured: "
+         f"waiting and passing messages), the same in the unit-time replay of the logged order "
+         f"(F=1, B=2, split parts 1), and the formula; in flight: the most micro-batches "
+         f"forwarded and not yet backward on a rank; act: the largest activation peak of a rank")
+    note("the measured bubble also holds the time in MPI calls: a blocking send of a message "
+         "above MPI's eager limit waits until its receiver takes it, so neighbours run in step; "
+         "the unit-time model counts compute only")
+    env = launch.mpi_env()
+    env.pop("XT_TRACE", None)
+    out = args.out
+    results, failures, skipped = [], [], []
+    print(TABLE.format("schedule", "np", "M", "best ms", "median", "bubble", "unit-time",
+                       "formula", "in flight", "act KB"))
+    for name in names:
+        for np_ in nps:
+            m_list = valid_ms(name, np_, ms_)
+            if not m_list:
+                skipped.append(f"{name} at np {np_}: no valid M in {args.ms}")
+                continue
+            work = os.path.join(out, "lc5_work", f"{name}_np{np_}")
+            rows, why, errors, last = measure(name, np_, m_list, rounds, args, tree, work, env)
+            if why:
+                if why not in skipped:
+                    skipped.append(why)
+                break
+            failures += errors
+            for e in errors:
+                print(f"ERROR: {e}")
+            for row in rows:
+                results.append(row)
+                print(TABLE.format(name, np_, row["M"], ms(row["best"]), ms(row["median"]),
+                                   f"{100 * row['bubble']:.0f}%",
+                                   "-" if row["unit"] is None else f"{100 * row['unit']:.0f}%",
+                                   "-" if row["formula"] is None else f"{100 * row['formula']:.0f}%",
+                                   row["in_flight"], f"{row['activations'] / 1024:.0f}"))
+            if last:
+                print(f"#   measured timeline: {measured_svg(name, *last, out)}")
+    return trun.finish("lc5_pp", {"runs": results, "width": args.width,
+                                  "layers_per_stage": args.layers_per_stage,
+                                  "mb_rows": args.mb_rows, "rounds": rounds}, skipped, failures)
+
+
+SMALL = ["--lc", "5", "--np", "2", "--ms", "2,3", "--width", "8", "--mb-rows", "2",
+         "--rounds", "1", "--warmup", "0", "--schedules", "gpipe"]
+
+
+def selftest(s):
+    """make test: the bench on a small model, and a schedule it must reject."""
+    s.section("bench (make bench LC=5, a small model)")
+    out = fresh("bench5")
+    rc, text, took = run_bench(SMALL, out)
+    problems = [] if rc == 0 else tail(text)
+    runs = bench_results(os.path.join(out, "lc5_pp_np2.json"), problems, {"runs": []})["runs"]
+    if [(r["schedule"], r["M"]) for r in runs] != [("gpipe", 2), ("gpipe", 3)]:
+        problems.append(f"rows: {runs}")
+    for r in runs:
+        if not (r["unit"] == r["formula"] and r["best"] > 0 and r["in_flight"] == r["M"]):
+            problems.append(f"row: {r}")
+    if not os.path.exists(os.path.join(out, "timelines", "gpipe_np2_M3.svg")):
+        problems.append("no measured timeline")
+    s.record("bench LC=5: GPipe at np=2, M 2 and 3, its values checked, the unit-time bubble "
+             "equal to the formula, M in flight, a measured timeline drawn", not problems,
+             problems, f"({took:.1f} s)")
+    tree = mutant_tree("bench5_mutant", "lc5_pp", "gpipe_loss_over_np")
+    rc, out_, took = run_bench(SMALL, os.path.join(tree, "out"), tree)
+    s.record("bench LC=5: a GPipe whose loss is divided by np is reported and fails the run",
+             rc == 1 and re.search(r"ERROR: gpipe np 2 M 3: rank 0 'grads'", out_), tail(out_),
+             f"({took:.1f} s)")
