@@ -11,7 +11,7 @@ be caught:
     detail: rank 0 sent \\d+ B
 
 The runner applies the patch to a copy under build/mutants/<name>/, grades
-that tree (only the mutated exercise), and checks that the test `test` got
+that tree (only the test `test`, in the mutated exercise), and checks that it got
 the verdict `expect` with a report matching the regular expression `detail`.
 An optional `args:` line adds options of grader/grade.py to that grade
 (`args: --san`: built and run with AddressSanitizer, as make grade SAN=1).
@@ -159,10 +159,9 @@ def run_one(path, seed, python):
     if old != text:
         with open(dest, "w") as f:
             f.write(text)
-    exercise = os.path.splitext(os.path.basename(rel))[0]
     report = os.path.join(ROOT, tree, "grade.json")
     cmd = [python, os.path.join(HERE, "grade.py"), "--lc", m.lecture, "--tree", tree,
-           "--ex", exercise, "--seed", str(seed), "--json", report, "--quiet",
+           "--ex", m.test, "--seed", str(seed), "--json", report, "--quiet",
            "--watchdog", str(MUTANT_WATCHDOG)] + m.args
     cuda = m.target.endswith(".cu")
     if cuda:
