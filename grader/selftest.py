@@ -568,7 +568,6 @@ def test_grader_units(s):
     s.record("hints: three levels read in order; a missing or empty level, no Hints heading, and a "
              "TODO over its bound are refused", not bad, bad)
     test_stage_lines(s)
-    test_schedule_replay(s)
     test_pattern(s)
     test_printed(s)
     test_rounds(s)
@@ -594,44 +593,6 @@ def test_stage_lines(s):
     s.record("read_record: S lines as StageCall(op, mb, chunk, start, end, first, count) in "
              "order, SD as stages_dropped", got == (want, 3, {"activations": (0, 64)}),
              [repr(got)])
-
-
-def test_schedule_replay(s):
-    """Lecture 5's unit-time replay: each schedule's definition, replayed, idles exactly its
-    formula on every rank; an order that cannot run is named (negative control)."""
-    from lectures.lc5_pp import schedule as sch
-
-    def logs(ops_of_rank, p, v=1):
-        return {r: [harness.StageCall(o.op, o.mb, o.chunk, 0.0, 0.0, o.chunk * p + r, 1)
-                    for o in ops_of_rank(r)] for r in range(p)}
-
-    bad = []
-    for p in (1, 2, 3, 4):
-        for m in range(1, 10):
-            kinds = [("gpipe", lambda r: sch.gpipe(p, m, r), 1),
-                     ("1f1b", lambda r: sch.one_f_one_b(p, m, r), 1)]
-            if m >= p:
-                kinds.append(("zb_h1", lambda r: sch.zb_h1(p, m, r), 1))
-            if m % p == 0:
-                kinds += [("interleaved", lambda r, v=v: sch.interleaved(p, m, v, r), v)
-                          for v in (2, 3)]
-            for kind, ops, v in kinds:
-                rp = sch.replay(logs(ops, p, v), p * v)
-                want = sch.bubble_formula(kind, p, m, v)[0]
-                idle = {rp.idle(r) for r in range(p)}
-                if rp.stuck or idle != {want}:
-                    bad.append(f"{kind} p={p} M={m} v={v}: idle {sorted(idle)}, formula {want}, "
-                               f"stuck {rp.stuck}")
-    s.record("schedule replay: GPipe, 1F1B, interleaved (v=2, 3) and ZB-H1 idle exactly their "
-             "formulas, np 1-4, M 1-9", not bad, bad[:5])
-    # Rank 0 runs B0 before rank 1, the last stage, has run its own: it can never start.
-    wrong = {0: [harness.StageCall("F", 0, 0, 0, 0, 0, 1), harness.StageCall("B", 0, 0, 0, 0, 0, 1)],
-             1: [harness.StageCall("B", 0, 0, 0, 0, 1, 1), harness.StageCall("F", 0, 0, 0, 0, 1, 1)]}
-    rp = sch.replay(wrong, 2)
-    s.record("schedule replay: a backward before its forward is named as an order that cannot "
-             "run (negative control)",
-             bool(rp.stuck) and rp.stuck[0][0] == 0 and "backward of micro-batch 0" in
-             rp.stuck[0][2] and rp.stuck[1][2].startswith("its own forward"), [repr(rp.stuck)])
 
 
 def test_asan_places(s):

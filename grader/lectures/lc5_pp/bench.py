@@ -65,6 +65,14 @@ SCHEDULES = {
     "dualpipe": ("pp_dualpipe", 2, None, "see docs"),
 }
 MS = "1,2,4,8,16"
+# The docs' picture: every written schedule at np 4, M 8, replayed in unit time from the
+# solution's own stage log. make bench writes it; make test checks the docs' copy against it.
+FIGURE = os.path.join("docs", "lc5_schedules.svg")
+FIGURE_NP, FIGURE_M = 4, 8
+TITLES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B, v=2",
+          "zb_h1": "ZB-H1", "dualpipe": "DualPipe"}
+
+
 
 
 def add_options(g):
@@ -74,6 +82,8 @@ def add_options(g):
     g.add_argument("--width", type=int, default=512, help="every layer's width (default 512)")
     g.add_argument("--layers-per-stage", type=int, default=2, help="(default 2)")
     g.add_argument("--mb-rows", type=int, default=64, help="rows per micro-batch (default 64)")
+    g.add_argument("--no-figure", action="store_true",
+                   help=f"skip the picture of every schedule at np {FIGURE_NP}, M {FIGURE_M}")
 
 
 def note(text):
@@ -247,6 +257,37 @@ def measured_svg(name, case, recs, out):
     return path
 
 
+def figure(tree, work, env, timeout):
+    """The schedules' timelines one above the other (an SVG's text), from one case of each
+    written program at np 4, M 8 on a small model; and what was skipped."""
+    panels, skipped = [], []
+    args = type("Args", (), {"layers_per_stage": 1, "width": 4, "mb_rows": 1,
+                             "timeout": timeout})()
+    for name in SCHEDULES:
+        binary, why = build_program(tree, SCHEDULES[name][0])
+        if binary is None:
+            skipped.append(why)
+            continue
+        d = os.path.join(work, f"figure_{name}")
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        case = bench_case(name, FIGURE_NP, FIGURE_M, args)
+        write_plan(d, [case], args)
+        cmd = launch.mpirun_command(FIGURE_NP, [os.path.abspath(binary), "--cases",
+                                                os.path.abspath(d)])
+        res = launch.run(cmd, timeout=timeout, env=env)
+        recs = [harness.read_record(os.path.join(d, "c0", f"g0.r{r}.mpi.txt"))
+                for r in range(FIGURE_NP)]
+        if res.returncode != 0 or any(rec is None for rec in recs):
+            skipped.append(f"{name}: its figure case failed (exit {res.returncode})")
+            continue
+        rp = schedule.replay({r: rec.stages for r, rec in enumerate(recs)}, pp.nlayers(case))
+        idle = rp.idle(0)
+        panels.append((rp, range(FIGURE_NP), f"{TITLES[name]}: idle {idle} of {rp.makespan} "
+                                             f"units on rank 0"))
+    return (schedule.svg_stack(panels) if panels else None), skipped
+
+
 TABLE = "{:<12} {:>3} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>11}"
 
 
@@ -305,6 +346,15 @@ def run(args):
                                    row["in_flight"], f"{row['activations'] / 1024:.0f}"))
             if last:
                 print(f"#   measured timeline: {measured_svg(name, *last, out)}")
+    svg = None if args.no_figure else figure(tree, os.path.join(out, "lc5_work"), env,
+                                             args.timeout)[0]
+    if svg:
+        path = os.path.join(out, "timelines", "lc5_schedules.svg")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(svg)
+        print(f"# the schedules at np {FIGURE_NP}, M {FIGURE_M}, in unit time: {path} (the docs' "
+              f"copy: {FIGURE})")
     return trun.finish("lc5_pp", {"runs": results, "width": args.width,
                                   "layers_per_stage": args.layers_per_stage,
                                   "mb_rows": args.mb_rows, "rounds": rounds}, skipped, failures)
@@ -315,8 +365,10 @@ SMALL = ["--lc", "5", "--np", "2", "--ms", "2,3", "--width", "8", "--mb-rows", "
 
 
 def selftest(s):
-    """make test: the bench on a small model, and a schedule it must reject."""
+    """make test: the schedule replay's own checks, the bench on a small model, and a
+    schedule it must reject."""
     s.section("bench (make bench LC=5, a small model)")
+    test_schedule_replay(s)
     out = fresh("bench5")
     rc, text, took = run_bench(SMALL, out)
     problems = [] if rc == 0 else tail(text)
@@ -332,7 +384,52 @@ def selftest(s):
              "equal to the formula, M in flight, a measured timeline drawn", not problems,
              problems, f"({took:.1f} s)")
     tree = mutant_tree("bench5_mutant", "lc5_pp", "gpipe_loss_over_np")
-    rc, out_, took = run_bench(SMALL, os.path.join(tree, "out"), tree)
+    rc, out_, took = run_bench(SMALL + ["--no-figure"], os.path.join(tree, "out"), tree)
+    with open(os.path.join(out, "timelines", "lc5_schedules.svg")) as f:
+        drawn = f.read()
+    with open(FIGURE) as f:
+        docs = f.read()
+    s.record(f"bench LC=5: the docs' picture of the schedules ({FIGURE}) is the one the "
+             f"solutions' stage logs draw", drawn == docs,
+             [f"make bench LC=5 drew {os.path.join(out, 'timelines', 'lc5_schedules.svg')}; "
+              f"copy it to {FIGURE}"])
     s.record("bench LC=5: a GPipe whose loss is divided by np is reported and fails the run",
              rc == 1 and re.search(r"ERROR: gpipe np 2 M 3: rank 0 'grads'", out_), tail(out_),
              f"({took:.1f} s)")
+
+
+def test_schedule_replay(s):
+    """Lecture 5's unit-time replay: each schedule's definition, replayed, idles exactly its
+    formula on every rank; an order that cannot run is named (negative control)."""
+    sch = schedule
+    def logs(ops_of_rank, p, v=1):
+        return {r: [harness.StageCall(o.op, o.mb, o.chunk, 0.0, 0.0, o.chunk * p + r, 1)
+                    for o in ops_of_rank(r)] for r in range(p)}
+
+    bad = []
+    for p in (1, 2, 3, 4):
+        for m in range(1, 10):
+            kinds = [("gpipe", lambda r: sch.gpipe(p, m, r), 1),
+                     ("1f1b", lambda r: sch.one_f_one_b(p, m, r), 1)]
+            if m >= p:
+                kinds.append(("zb_h1", lambda r: sch.zb_h1(p, m, r), 1))
+            if m % p == 0:
+                kinds += [("interleaved", lambda r, v=v: sch.interleaved(p, m, v, r), v)
+                          for v in (2, 3)]
+            for kind, ops, v in kinds:
+                rp = sch.replay(logs(ops, p, v), p * v)
+                want = sch.bubble_formula(kind, p, m, v)[0]
+                idle = {rp.idle(r) for r in range(p)}
+                if rp.stuck or idle != {want}:
+                    bad.append(f"{kind} p={p} M={m} v={v}: idle {sorted(idle)}, formula {want}, "
+                               f"stuck {rp.stuck}")
+    s.record("schedule replay: GPipe, 1F1B, interleaved (v=2, 3) and ZB-H1 idle exactly their "
+             "formulas, np 1-4, M 1-9", not bad, bad[:5])
+    # Rank 0 runs B0 before rank 1, the last stage, has run its own: it can never start.
+    wrong = {0: [harness.StageCall("F", 0, 0, 0, 0, 0, 1), harness.StageCall("B", 0, 0, 0, 0, 0, 1)],
+             1: [harness.StageCall("B", 0, 0, 0, 0, 1, 1), harness.StageCall("F", 0, 0, 0, 0, 1, 1)]}
+    rp = sch.replay(wrong, 2)
+    s.record("schedule replay: a backward before its forward is named as an order that cannot "
+             "run (negative control)",
+             bool(rp.stuck) and rp.stuck[0][0] == 0 and "backward of micro-batch 0" in
+             rp.stuck[0][2] and rp.stuck[1][2].startswith("its own forward"), [repr(rp.stuck)])

@@ -273,31 +273,28 @@ COLOURS = {("F", 0): "#4e79a7", ("F", 1): "#a0cbe8", ("B", 0): "#59a14f", ("B", 
            ("N", 0): "#bab0ac", ("N", 1): "#bab0ac"}
 
 
-def svg_timeline(rp, ranks, title, unit=22, row=28):
-    """The replay as an SVG: ranks as rows, each call a box numbered with its
-    micro-batch, coloured by op (forward blue, backward or its input part
-    green, weight part orange; a second chunk lighter)."""
-    left, top = 44, 40
-    unit = unit if rp.makespan <= 60 else max(6, unit * 60 / rp.makespan)
-    width = int(left + rp.makespan * unit + 16)
-    height = top + len(ranks) * row + 44
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="monospace" font-size="12">',
-           f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="{left}" y="18" font-size="14">{html.escape(title)}</text>']
+LEFT = 44
+
+
+def svg_panel(rp, ranks, title, top, unit, row=28):
+    """One timeline's SVG elements from y = top: its title, a row per rank, each call a
+    box numbered with its micro-batch, and the time axis. Returns (elements, width, the y
+    below it)."""
+    out = [f'<text x="{LEFT}" y="{top + 14}" font-size="14">{html.escape(title)}</text>']
+    top += 22
     for i, r in enumerate(ranks):
         y = top + i * row
         out.append(f'<text x="6" y="{y + row // 2 + 4}">r{r}</text>')
-        out.append(f'<rect x="{left}" y="{y + 2}" width="{rp.makespan * unit}" '
+        out.append(f'<rect x="{LEFT}" y="{y + 2}" width="{rp.makespan * unit:.1f}" '
                    f'height="{row - 4}" fill="#f4f4f4"/>')
         for b in rp.boxes:
             if b.rank != r:
                 continue
-            x = left + b.start * unit
+            x = LEFT + b.start * unit
             w = (b.end - b.start) * unit
             fill = COLOURS.get((b.op, b.chunk % 2), "#999999")
-            out.append(f'<rect x="{x + 1}" y="{y + 3}" width="{w - 2}" height="{row - 6}" '
-                       f'fill="{fill}" stroke="#333" stroke-width="0.5"/>')
+            out.append(f'<rect x="{x + 1:.1f}" y="{y + 3}" width="{max(w - 2, 0.5):.1f}" '
+                       f'height="{row - 6}" fill="{fill}" stroke="#333" stroke-width="0.5"/>')
             if w >= 10:
                 out.append(f'<text x="{x + w / 2:.1f}" y="{y + row // 2 + 4}" '
                            f'text-anchor="middle">{b.mb}</text>')
@@ -305,22 +302,54 @@ def svg_timeline(rp, ranks, title, unit=22, row=28):
     span = int(rp.makespan)
     step = 5 if span <= 100 else 10 * ((span // 100) + 1)
     for t in range(0, span + 1, step):
-        out.append(f'<text x="{left + t * unit}" y="{y + 4}" font-size="10" '
+        out.append(f'<text x="{LEFT + t * unit:.1f}" y="{y + 4}" font-size="10" '
                    f'text-anchor="middle">{t}</text>')
-    ops = {b.op for b in rp.boxes}
+    return out, int(LEFT + rp.makespan * unit + 16), y + 12
+
+
+def svg_legend(replays, top):
+    """The colours of the ops the replays hold, in one line from y = top."""
+    ops = {b.op for rp in replays for b in rp.boxes}
     legend = [("F", 0, "forward")]
     legend += [("B", 0, "backward")] if "B" in ops else []
     legend += [("I", 0, "input part of the backward"), ("W", 0, "weight part")] \
         if "I" in ops or "W" in ops else []
-    legend += [("F", 1, "lighter: the second chunk")] if any(b.chunk for b in rp.boxes) else []
-    x = left
+    legend += [("F", 1, "lighter: the second chunk")] \
+        if any(b.chunk for rp in replays for b in rp.boxes) else []
+    out, x = [], LEFT
     for op, chunk, name in legend:
-        out.append(f'<rect x="{x}" y="{y + 14}" width="14" height="12" '
+        out.append(f'<rect x="{x}" y="{top + 2}" width="14" height="12" '
                    f'fill="{COLOURS[(op, chunk)]}"/>')
-        out.append(f'<text x="{x + 18}" y="{y + 24}" font-size="11">{html.escape(name)}</text>')
+        out.append(f'<text x="{x + 18}" y="{top + 12}" font-size="11">{html.escape(name)}</text>')
         x += 26 + 7 * len(name)
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    return out, x, top + 22
+
+
+def svg_stack(panels, unit=None):
+    """Timelines one above the other, on one time scale, with one legend: panels are
+    (replay, ranks, title)."""
+    longest = max((rp.makespan for rp, _, _ in panels), default=1)
+    unit = unit or (22 if longest <= 60 else max(6, 22 * 60 / longest))
+    body, width, y = [], 0, 6
+    for rp, ranks, title in panels:
+        out, w, y = svg_panel(rp, ranks, title, y, unit)
+        body += out
+        width = max(width, w)
+        y += 10
+    out, w, y = svg_legend([rp for rp, _, _ in panels], y)
+    body += out
+    width = max(width, w)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y + 6}" '
+            f'font-family="monospace" font-size="12">\n'
+            f'<rect width="{width}" height="{y + 6}" fill="white"/>\n' + "\n".join(body) +
+            "\n</svg>\n")
+
+
+def svg_timeline(rp, ranks, title):
+    """The replay as an SVG: ranks as rows, each call a box numbered with its
+    micro-batch, coloured by op (forward blue, backward or its input part
+    green, weight part orange; a second chunk lighter)."""
+    return svg_stack([(rp, ranks, title)])
 
 
 # ------------------------------------------------------------------- demo

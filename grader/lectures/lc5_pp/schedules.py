@@ -31,7 +31,6 @@ def schedule_cases(rng, ms=None):
 
 
 GPIPE_RULES = [
-    pp.runnable,
     pp.stage_order(lambda c, r: schedule.gpipe(c.np, c["M"], r), "GPipe",
                    lambda c, r: f"F0..F{c['M'] - 1}, then B0..B{c['M'] - 1}"),
     pp.messages_exactly(pp.neighbour_messages,
