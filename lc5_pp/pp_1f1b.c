@@ -1,0 +1,99 @@
+/*
+ * pp_1f1b.c: 1F1B (one forward, one backward), GPipe's pipeline with each
+ * backward run as soon as it can, so that few micro-batches wait in memory.
+ * docs/lc5_pp.md#pp_1f1b
+ *
+ * Rank r is stage r of p. It runs a warm-up of w = min(p-r-1, M) forwards,
+ * then M-w times one forward and one backward, then the w backwards left;
+ * micro-batches in order 0..M-1 both ways. Drawn with a backward as long as a
+ * forward (make demo EX=pp_1f1b draws it to scale):
+ *
+ *     r0  F0 F1 F2 F3 .  .  .  B0 F4 B1 F5 B2 .  B3 .  B4 .  B5
+ *     r1  .  F0 F1 F2 .  .  B0 F3 B1 F4 B2 F5 B3 .  B4 .  B5 .
+ *     r2  .  .  F0 F1 .  B0 F2 B1 F3 B2 F4 B3 F5 B4 .  B5 .  .
+ *     r3  .  .  .  F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 .  .  .
+ *
+ * The bubble is GPipe's: each rank still idles (p-1)(F+B) of (M+p-1)(F+B),
+ * a fraction (p-1)/(M+p-1), because the first backward cannot start before
+ * the last stage has the first forward. What changes is memory: rank r never
+ * holds more than min(p-r, M) micro-batches' activations (p on rank 0, one on
+ * the last), however large M is, where GPipe holds M.
+ *
+ * In the steady phase both neighbours send at once: rank r has an activation
+ * for r+1 and waits for a gradient from it, while r+1 has that gradient for r
+ * and waits for r's next activation. Two blocking sends there wait for each
+ * other for ever (they do here: every graded case makes MPI_Send
+ * synchronous), so each such pair is one MPI_Sendrecv.
+ *
+ * Cost per step: GPipe's messages in another order: rank r sends M
+ * activations forward (mb_rows x its output width floats each, r < p-1) and M
+ * gradients back (mb_rows x its input width, r > 0): 2(p-1)M messages in the
+ * whole pipeline.
+ */
+#include "lecture.h" /* pp_case_stages, pp_case_done, pp_demo */
+#include "xt_nn.h"
+
+#include <stdlib.h>
+
+float pp_1f1b_step(xt_stage *stage, const float *x, const float *target, int mb_rows, int M,
+                   MPI_Comm comm)
+{
+    /*
+     * TODO: one training step of the 1F1B schedule.
+     *   Graded: rank r's stage calls exactly 1F1B's: min(np-r-1, M) forwards, then one
+     *   forward and one backward at a time, then the backwards left, micro-batches in order
+     *   both ways; at most min(np-r, M) in flight. Rank r is stage r of np; x (M*mb_rows
+     *   rows) is on rank 0, target on rank np-1, micro-batch m being rows m*mb_rows.. of
+     *   both. Point-to-point MPI_FLOAT messages on comm between neighbours only, one per
+     *   micro-batch each way. Returns the batch's mean loss on rank np-1 (anything
+     *   elsewhere); the stage's grads += the gradient of that mean.
+     *   MPI_Send is synchronous when graded: where two neighbours send to each other at
+     *   once, pair each send with its receive (MPI_Sendrecv, or nonblocking calls).
+     */
+    XT_TODO("one training step of the 1F1B schedule.", stage, x, target, mb_rows, M, comm);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void run_case(xt_case *c)
+{
+    xt_stage *stage;
+    pp_case_stages(c, &stage, 1);
+    xt_array x = xt_case_input_const(c, "x"), target = xt_case_input_const(c, "target");
+    int rank, np;
+    MPI_Comm_rank(xt_case_comm(c), &rank);
+    MPI_Comm_size(xt_case_comm(c), &np);
+    float loss =
+        pp_1f1b_step(stage, rank == 0 ? x.data : NULL, rank == np - 1 ? target.data : NULL,
+                     (int)xt_case_int(c, "mb_rows"), (int)xt_case_int(c, "M"), xt_case_comm(c));
+    if (rank == np - 1)
+        xt_case_output(c, "loss", &loss, XT_F32, 1);
+    pp_case_done(c, &stage, 1);
+}
+
+/* The demo's schedule: rank r is stage r. */
+static int stage_of(int chunk, int rank, int np)
+{
+    (void)chunk, (void)np;
+    return rank;
+}
+
+static float step(xt_stage **stages, int nchunks, const float *x, const float *target, int mb_rows,
+                  int M, MPI_Comm comm)
+{
+    (void)nchunks;
+    return pp_1f1b_step(stages[0], x, target, mb_rows, M, comm);
+}
+
+/* Six micro-batches through np stages; make demo draws the timeline from the stage log. */
+static void demo(MPI_Comm comm)
+{
+    int np;
+    MPI_Comm_size(comm, &np);
+    pp_demo(comm, "1F1B", 6, np, 1, stage_of, step);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
