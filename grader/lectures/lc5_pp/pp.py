@@ -311,3 +311,53 @@ def messages_exactly(expected, why):
                                 f"{want.get(key, 0)} ({why})")]
         return []
     return rule
+
+
+# ------------------------------------------------------------- the bubble
+
+def replayed(case, records):
+    """The logged calls of every rank, replayed in unit time (schedule.replay)."""
+    return schedule.replay({r: rec.stages for r, rec in enumerate(records)}, nlayers(case))
+
+
+def bubble_is(kind, name):
+    """When M >= np and the logged order can run: every rank idles exactly the schedule's
+    formula (schedule.bubble_formula) in the unit-time replay. Each rank that does not is
+    named with both numbers."""
+    def rule(case, inputs, records):
+        if case["M"] < case.np:
+            return []
+        rp = replayed(case, records)
+        if rp.stuck:
+            return []
+        want, formula = schedule.bubble_formula(kind, case.np, case["M"], chunks(case))
+        return [(r, f"replayed in unit time (F = I = W = 1, B = 2), rank {r} idles "
+                    f"{rp.idle(r)} of {rp.makespan} units; {name} idles {formula} = {want} at "
+                    f"np={case.np}: this order idles {amount(abs(rp.idle(r) - want), ' units')} "
+                    f"{'more' if rp.idle(r) > want else 'less'}")
+                for r in range(case.np) if rp.idle(r) != want]
+    rule.__doc__ = f"each rank idles {name}'s bubble (M >= np)"
+    return rule
+
+
+def stage_order_costed(definition, name, explain, kind):
+    """stage_order, whose report also says what the wrong order costs: the replayed idle time
+    against the schedule's formula (bubble_is, for the rank named, else the first whose idle
+    differs), when M >= np and they differ. An order that is exactly the definition idles
+    exactly the formula (selftest's schedule replay), so the bubble is checked here, where it
+    explains the order's failure, and not as a rule of its own that could never fail first."""
+    order = stage_order(definition, name, explain)
+    bubble = bubble_is(kind, name)
+
+    def rule(case, inputs, records):
+        broken = order(case, inputs, records)
+        if not broken:
+            return []
+        cost = dict(bubble(case, inputs, records))
+        if not cost:
+            return broken
+        r, text = broken[0]
+        head, _, pics = text.partition("\n")
+        return [(r, f"{head}\n{cost.get(r, next(iter(cost.values())))}\n{pics}")]
+    rule.__doc__ = order.__doc__ + ", and what a wrong one costs"
+    return rule

@@ -1,0 +1,144 @@
+/*
+ * pp_zero_bubble.c: ZB-H1, 1F1B with each backward split in two and the
+ * weight part deferred into the bubbles. docs/lc5_pp.md#pp_zero_bubble
+ *
+ * A backward is two jobs. B, the input gradient dx, is what the previous
+ * stage waits for: it is on the pipeline's critical path. W, the weight
+ * gradient, is wanted by nobody until the optimizer step. ZB-H1 (Qi et al.,
+ * "Zero Bubble Pipeline Parallelism", ICLR 2024) keeps 1F1B's forwards and
+ * B's, sends each B's dx on at once, and lets rank r hold back its first r
+ * W's, running one W after each later B (oldest first); the W's still held
+ * back end the step, where 1F1B's later stages sat idle:
+ *
+ *     r0  F0 F1 F2 F3 .  .  .  B0 W0 F4 B1 W1 F5 B2 W2 B3 W3 B4 W4 B5 W5
+ *     r1  .  F0 F1 F2 .  .  B0 F3 B1 W0 F4 B2 W1 F5 B3 W2 B4 W3 B5 W4 W5
+ *     r2  .  .  F0 F1 .  B0 F2 B1 F3 B2 W0 F4 B3 W1 F5 B4 W2 B5 W3 W4 W5
+ *     r3  .  .  .  F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 W3 W4 W5
+ *
+ * (p = 4, M = 6, F = B = W = 1 unit: make demo EX=pp_zero_bubble draws it;
+ * libxt logs a B as I, the backward's input part). Each rank idles
+ * (p-1)(F+B-W) = p-1 units of a step of 3M + p-1, against 1F1B's
+ * (p-1)(F+B+W) = 3(p-1): a third of the bubble, for free. The memory is
+ * 1F1B's: a micro-batch is in flight from its forward to its W, at most
+ * min(p, M) on every rank, which is 1F1B's peak (its first rank's).
+ *
+ * Cost per step: GPipe's and 1F1B's messages, in another order: rank r sends
+ * M activations forward (mb_rows x its output width floats each, r < p-1)
+ * and M input gradients back (mb_rows x its input width, r > 0): 2(p-1)M
+ * messages in the whole pipeline. A W sends nothing.
+ */
+#include "lecture.h" /* pp_case_stages, pp_case_done, pp_demo */
+#include "xt_nn.h"
+
+#include <stdlib.h>
+
+float pp_zero_bubble_step(xt_stage *stage, const float *x, const float *target, int mb_rows, int M,
+                          MPI_Comm comm)
+{
+    /*
+     * TODO: the ZB-H1 schedule: B at once, W deferred.
+     *   Graded: rank r's stage calls are exactly ZB-H1's: min(np-r-1, M) forwards; then per
+     *   micro-batch F, B (xt_stage_backward_input, logged I) and, once r W's are held back,
+     *   one W (xt_stage_backward_weight, oldest first); after the last F each B is followed
+     *   by one W; the W's still held back end the step. Every W runs, each after its B; each
+     *   B's dx goes to rank r-1 before the next stage call. As pp_gpipe_step: x on rank 0,
+     *   target on rank np-1, micro-batch m being rows m*mb_rows.. of both; one MPI_FLOAT
+     *   message per micro-batch each way between neighbours on comm, in strict send mode;
+     *   returns the mean loss on rank np-1; the stage's grads +=.
+     */
+    // BEGIN SOLUTION
+    int np, rank;
+    MPI_Comm_size(comm, &np);
+    MPI_Comm_rank(comm, &rank);
+    int first = rank == 0, last = rank == np - 1;
+    int nin = mb_rows * xt_stage_in(stage), nout = mb_rows * xt_stage_out(stage);
+    size_t ib = sizeof(float) * (size_t)nin + 1, ob = sizeof(float) * (size_t)nout + 1;
+    float *xin = malloc(ib), *dx = malloc(ib), *y = malloc(ob), *dy = malloc(ob);
+    int warm = np - rank - 1 < M ? np - rank - 1 : M;
+    int w = 0; /* W's run so far: the oldest held back is micro-batch w */
+    float loss = 0.0f;
+    /* Warm-up and steady state: forward m; past the warm-up, then B (and maybe W) of m - warm. */
+    for (int m = 0; m < M; m++) {
+        if (!first)
+            MPI_Recv(xin, nin, MPI_FLOAT, rank - 1, m, comm, MPI_STATUS_IGNORE);
+        xt_stage_forward(stage, m, first ? x + (size_t)m * nin : xin, mb_rows, y);
+        int b = m - warm;
+        if (last)
+            loss += xt_stage_loss(stage, m, target + (size_t)m * nout, 1.0f / M);
+        else if (b < 0)
+            MPI_Send(y, nout, MPI_FLOAT, rank + 1, m, comm);
+        else /* y on and b's dy back in one call: a blocking send, then a receive, would wait
+                for rank + 1, itself sending b's dx to us */
+            MPI_Sendrecv(y, nout, MPI_FLOAT, rank + 1, m, dy, nout, MPI_FLOAT, rank + 1, b, comm,
+                         MPI_STATUS_IGNORE);
+        if (b < 0)
+            continue;
+        xt_stage_backward_input(stage, b, last ? NULL : dy, first ? NULL : dx);
+        if (!first)
+            MPI_Send(dx, nin, MPI_FLOAT, rank - 1, b, comm);
+        if (b >= rank) /* r W's held back: from now on one W per B */
+            xt_stage_backward_weight(stage, w++);
+    }
+    /* Cool-down (never on the last rank: it has no warm-up): each B followed by a W. */
+    for (int b = M - warm; b < M; b++) {
+        MPI_Recv(dy, nout, MPI_FLOAT, rank + 1, b, comm, MPI_STATUS_IGNORE);
+        xt_stage_backward_input(stage, b, dy, first ? NULL : dx);
+        if (!first)
+            MPI_Send(dx, nin, MPI_FLOAT, rank - 1, b, comm);
+        xt_stage_backward_weight(stage, w++);
+    }
+    /* The W's still held back fill the end of the step. */
+    while (w < M)
+        xt_stage_backward_weight(stage, w++);
+    free(xin);
+    free(dx);
+    free(y);
+    free(dy);
+    return loss / M;
+    // END SOLUTION
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void run_case(xt_case *c)
+{
+    xt_stage *stage;
+    pp_case_stages(c, &stage, 1);
+    xt_array x = xt_case_input_const(c, "x"), target = xt_case_input_const(c, "target");
+    int rank, np;
+    MPI_Comm_rank(xt_case_comm(c), &rank);
+    MPI_Comm_size(xt_case_comm(c), &np);
+    float loss = pp_zero_bubble_step(
+        stage, rank == 0 ? x.data : NULL, rank == np - 1 ? target.data : NULL,
+        (int)xt_case_int(c, "mb_rows"), (int)xt_case_int(c, "M"), xt_case_comm(c));
+    if (rank == np - 1)
+        xt_case_output(c, "loss", &loss, XT_F32, 1);
+    pp_case_done(c, &stage, 1);
+}
+
+/* The demo's schedule: rank r is stage r. */
+static int stage_of(int chunk, int rank, int np)
+{
+    (void)chunk, (void)np;
+    return rank;
+}
+
+static float step(xt_stage **stages, int nchunks, const float *x, const float *target, int mb_rows,
+                  int M, MPI_Comm comm)
+{
+    (void)nchunks;
+    return pp_zero_bubble_step(stages[0], x, target, mb_rows, M, comm);
+}
+
+/* 2 np micro-batches through np stages: the steady state shows; make demo draws the timeline. */
+static void demo(MPI_Comm comm)
+{
+    int np;
+    MPI_Comm_size(comm, &np);
+    pp_demo(comm, "ZB-H1", 2 * np, np, 1, stage_of, step);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
