@@ -45,6 +45,11 @@ static void add_event(int fn, char dir, int peer, int tag, long bytes, char comm
         (event){(short)fn, dir, comm, peer, tag, bytes, xti.compute, xti.compute_at};
 }
 
+long xti_events_logged(void)
+{
+    return n_events + dropped_events;
+}
+
 void xti_count_call(int fn)
 {
     stats[fn].calls++;

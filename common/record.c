@@ -10,12 +10,13 @@
  *                                       any (here: the hook after layer 2's backward)
  *     N RACE ...                        notes (notes.c)
  *     M params 4096 4096                memory per kind (mem.c)
- *     S F 3 0 0.001250 0.001302 2 2     a pipeline stage's call (stage.c): F forward, B
+ *     S F 3 0 0.001250 0.001302 2 2 5   a pipeline stage's call (stage.c): F forward, B
  *                                       backward, I its input part, W its weight part, N
  *                                       a forward that keeps nothing; the micro-batch, the
  *                                       model chunk, when it started and ended (seconds
- *                                       since the case began), and the stage's first
- *                                       layer and number of layers
+ *                                       since the case began), the stage's first layer
+ *                                       and number of layers, and how many E lines came
+ *                                       before it (which messages it came after)
  *     SD 12                             stage calls not logged (past the log's cap)
  *     END
  *
@@ -29,6 +30,7 @@ typedef struct {
     char op;
     int mb, chunk, first, count;
     double start, end;
+    long events_before;
 } stage_call;
 
 enum { MAX_STAGE_CALLS = 1 << 16 };
@@ -45,7 +47,8 @@ void xti_record_begin(void)
     case_began = xti_now();
 }
 
-void xti_record_stage(char op, int mb, int chunk, int first, int count, double start, double end)
+void xti_record_stage(char op, int mb, int chunk, int first, int count, double start, double end,
+                      long events_before)
 {
     if (n_stage_calls == cap_stage_calls) {
         if (cap_stage_calls >= MAX_STAGE_CALLS) {
@@ -56,19 +59,19 @@ void xti_record_stage(char op, int mb, int chunk, int first, int count, double s
         stage_calls = realloc(stage_calls, (size_t)cap_stage_calls * sizeof *stage_calls);
         XT_CHECK(stage_calls, "out of memory for the pipeline stage log");
     }
-    stage_calls[n_stage_calls++] =
-        (stage_call){op, mb, chunk, first, count, start - case_began, end - case_began};
+    stage_calls[n_stage_calls++] = (stage_call){
+        op, mb, chunk, first, count, start - case_began, end - case_began, events_before};
 }
 
 static void stages_write(FILE *f)
 {
     if (n_stage_calls || dropped_stage_calls)
         fprintf(f, "# stage call: F|B|I|W|N micro-batch chunk start end (seconds since the "
-                   "case began) first-layer layers\n");
+                   "case began) first-layer layers events-before\n");
     for (long i = 0; i < n_stage_calls; i++) {
         const stage_call *c = &stage_calls[i];
-        fprintf(f, "S %c %d %d %.6f %.6f %d %d\n", c->op, c->mb, c->chunk, c->start, c->end,
-                c->first, c->count);
+        fprintf(f, "S %c %d %d %.6f %.6f %d %d %ld\n", c->op, c->mb, c->chunk, c->start, c->end,
+                c->first, c->count, c->events_before);
     }
     if (dropped_stage_calls)
         fprintf(f, "SD %ld\n", dropped_stage_calls);

@@ -300,6 +300,7 @@ void xti_count_recv(int fn, const MPI_Status *st, char comm); /* what arrived */
 void xti_count_coll(int fn, long sent, long recvd, char comm);
 void xti_count_rma(int fn, int target, long bytes);
 void xti_counters_write(FILE *f); /* the C, E and D lines of a case record */
+long xti_events_logged(void);     /* E lines so far in this case, dropped ones included */
 
 /* call.c */
 enum { XTI_MAX_SHOWN = 4 };
@@ -389,8 +390,9 @@ void xti_record_begin(void); /* a case begins: counters, notes and memory peaks 
 /* Writes counters, events, notes, memory and stage calls of the finished case. */
 void xti_record_write(const char *path, double seconds);
 /* A pipeline stage's call (op F, B, I, W or N) for the case's log: its micro-batch, chunk and
- * layers, start and end by xti_now(). */
-void xti_record_stage(char op, int mb, int chunk, int first, int count, double start, double end);
+ * layers, start and end by xti_now(), and the events (E lines) logged before it began. */
+void xti_record_stage(char op, int mb, int chunk, int first, int count, double start, double end,
+                      long events_before);
 /* At finalize: a demo's stage calls, to XT_STAGE_LOG's directory if it is set. */
 void xti_stage_log_write(void);
 

@@ -330,9 +330,10 @@ void xt_train_demo_gather_shards(xt_train_demo *d, const float *shard, long lo, 
  * micro-batches forwarded and none backward the stage keeps k times one's.
  *
  * Every call but the loss is logged in the case record as a line
- * "S <op> <mb> <chunk> <start> <end> <first> <count>" (docs/grader.md): op F
+ * "S <op> <mb> <chunk> <start> <end> <first> <count> <events>" (docs/grader.md): op F
  * forward, B full backward, I input part, W weight part, N a forward that
- * keeps nothing; start and end in seconds since the case began. A demo run
+ * keeps nothing; start and end in seconds since the case began; events: the MPI
+ * events logged before it (so that messages and calls can be put in order). A demo run
  * with XT_STAGE_LOG=DIR writes the same lines to DIR/stages.r<rank>.txt. Misuse (a backward with no forward in flight, the weight part
  * before the input part, the loss on a stage that is not the last, a
  * micro-batch forwarded again while in flight) stops the run with a message.

@@ -70,6 +70,7 @@ class StageCall:
     end: float
     first: int = 0  # the stage's first layer
     count: int = 0  # and its number of layers
+    events_before: int = 0  # how many of the record's events (E lines) came before it
 
 
 @dataclasses.dataclass
@@ -125,9 +126,9 @@ def read_record(path):
             _, kind, current, peak = line.split()
             rec.memory[kind] = (int(current), int(peak))
         elif line.startswith("S "):
-            _, op, mb, chunk, start, end, first, count = line.split()
+            _, op, mb, chunk, start, end, first, count, before = line.split()
             rec.stages.append(StageCall(op, int(mb), int(chunk), float(start), float(end),
-                                        int(first), int(count)))
+                                        int(first), int(count), int(before)))
         elif line.startswith("SD "):
             rec.stages_dropped = int(line.split()[1])
         elif line == "END":

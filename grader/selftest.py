@@ -581,17 +581,18 @@ def test_stage_lines(s):
     path = os.path.join(fresh("stage_lines"), "g0.r0.mpi.txt")
     with open(path, "w") as f:
         f.write("# xt case record\nT 0.01\nM activations 0 64\n"
-                "# stage call: F|B|I|W|N micro-batch chunk start end first-layer layers\n"
-                "S F 0 1 0.000100 0.000150 2 1\nS I 0 1 0.000200 0.000250 2 1\n"
-                "S W 0 1 0.000300 0.000310 2 1\nS B 12 0 0.001000 0.002000 0 2\nSD 3\nEND\n")
+                "# stage call: F|B|I|W|N micro-batch chunk start end first-layer layers "
+                "events-before\n"
+                "S F 0 1 0.000100 0.000150 2 1 0\nS I 0 1 0.000200 0.000250 2 1 3\n"
+                "S W 0 1 0.000300 0.000310 2 1 4\nS B 12 0 0.001000 0.002000 0 2 4\nSD 3\nEND\n")
     rec = harness.read_record(path)
-    want = [harness.StageCall("F", 0, 1, 1e-4, 1.5e-4, 2, 1),
-            harness.StageCall("I", 0, 1, 2e-4, 2.5e-4, 2, 1),
-            harness.StageCall("W", 0, 1, 3e-4, 3.1e-4, 2, 1),
-            harness.StageCall("B", 12, 0, 1e-3, 2e-3, 0, 2)]
+    want = [harness.StageCall("F", 0, 1, 1e-4, 1.5e-4, 2, 1, 0),
+            harness.StageCall("I", 0, 1, 2e-4, 2.5e-4, 2, 1, 3),
+            harness.StageCall("W", 0, 1, 3e-4, 3.1e-4, 2, 1, 4),
+            harness.StageCall("B", 12, 0, 1e-3, 2e-3, 0, 2, 4)]
     got = (rec.stages, rec.stages_dropped, rec.memory) if rec else None
-    s.record("read_record: S lines as StageCall(op, mb, chunk, start, end, first, count) in "
-             "order, SD as stages_dropped", got == (want, 3, {"activations": (0, 64)}),
+    s.record("read_record: S lines as StageCall(op, mb, chunk, start, end, first, count, "
+             "events_before) in order, SD as stages_dropped", got == (want, 3, {"activations": (0, 64)}),
              [repr(got)])
 
 

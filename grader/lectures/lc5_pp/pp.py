@@ -361,3 +361,36 @@ def stage_order_costed(definition, name, explain, kind):
         return [(r, f"{head}\n{cost.get(r, next(iter(cost.values())))}\n{pics}")]
     rule.__doc__ = order.__doc__ + ", and what a wrong one costs"
     return rule
+
+
+def sent_at_once(ops, direction, what):
+    """On every rank that has a neighbour that way (direction +1: the next stage, -1: the
+    previous), the k-th send to it comes after the k-th call whose op is in `ops` and
+    before the rank's next stage call: each result is passed on at once, not held back
+    behind other work (the events each stage call logs it came after put the two lists in
+    one order). One chunk per rank."""
+    def rule(case, inputs, records):
+        for r, rec in enumerate(records):
+            peer = r + direction
+            if not 0 <= peer < case.np:
+                continue
+            sends = [i for i, e in enumerate(rec.events) if e.dir == "S" and e.peer == peer]
+            calls = rec.stages
+            producing = [k for k, c in enumerate(calls) if c.op in ops]
+            for n, k in enumerate(producing):
+                if n >= len(sends):
+                    break
+                lo = calls[k].events_before
+                hi = calls[k + 1].events_before if k + 1 < len(calls) else len(rec.events)
+                if not lo <= sends[n] < hi:
+                    if sends[n] < lo:
+                        where = "before the call ran"
+                    else:
+                        extra = sum(1 for c in calls[k + 1:] if c.events_before <= sends[n])
+                        where = (f"only after {extra} more stage call{'s' if extra > 1 else ''} "
+                                 f"({calls[k + 1].op}{calls[k + 1].mb} first)")
+                    return [(r, f"rank {r} sent {what} of its {calls[k].op}{calls[k].mb} to rank "
+                                f"{peer} {where}: it goes on the moment it exists, so that rank "
+                                f"{peer} can start on it")]
+        return []
+    return rule

@@ -14,9 +14,10 @@ strict send mode (MPI_Send waits for its receive): the steady state's send
 of an activation and receive of a gradient, made as two blocking calls,
 deadlock here.
 
-Not seen: when a B's dx is sent relative to the W that follows it. The
-record keeps the stage calls and the messages as two sequences, with no
-order between them, so a dx sent after the W is graded as sent at once.
+Each B's dx is sent on before the rank's next stage call (pp.sent_at_once:
+every stage call records how many MPI events came before it, which puts
+calls and messages in one order): a dx held back behind its W costs the
+previous stage that W's time.
 
 Cases: np 1 to 4; M = 1, np - 1, np and 2 np + 1 (M < np: the pipeline never
 fills and no W is held back past the cool-down); models of np to 2 np + 1
@@ -59,6 +60,7 @@ ZB_RULES = [
     pp.messages_exactly(pp.neighbour_messages,
                         "each micro-batch's activations to the next stage, its input gradient "
                         "back to the previous: 2 (np-1) M messages in the pipeline"),
+    pp.sent_at_once(("I",), -1, "the input gradient"),
 ]
 
 
