@@ -154,3 +154,48 @@ void pp_demo(MPI_Comm comm, const char *schedule, int M, int nstages, int chunks
     free(target);
     xt_mlp_free(&whole);
 }
+
+/* ------------------------------------------------ a stage of given layers */
+
+xt_stage *pp_case_stage(xt_case *c, int first, int count, int chunk)
+{
+    int dims[XT_MLP_MAX_LAYERS + 2];
+    int nlayers = xt_dims_parse(xt_case_str(c, "dims"), dims);
+    xt_act act;
+    xt_loss loss;
+    XT_CHECK(xt_act_from_name(xt_case_str(c, "act"), &act), "unknown activation \"%s\"",
+             xt_case_str(c, "act"));
+    XT_CHECK(xt_loss_from_name(xt_case_str(c, "loss"), &loss), "unknown loss \"%s\"",
+             xt_case_str(c, "loss"));
+    xt_array params = xt_case_input_const(c, "params");
+    long offset = 0, total = 0;
+    for (int l = 0; l < nlayers; l++) {
+        if (l == first)
+            offset = total;
+        total += (long)dims[l] * dims[l + 1] + dims[l + 1];
+    }
+    XT_CHECK(params.dtype == XT_F32 && params.count == total,
+             "the case's \"params\" holds %ld values, the model %s has %ld", params.count,
+             xt_case_str(c, "dims"), total);
+    xt_stage *s = xt_stage_new(nlayers, dims, act, loss, first, count, chunk);
+    memcpy(xt_stage_params(s), (const float *)params.data + offset,
+           sizeof(float) * (size_t)xt_stage_nparams(s));
+    return s;
+}
+
+int pp_case_layout_runs(xt_case *c, int first, int count)
+{
+    MPI_Comm comm = xt_case_comm(c);
+    int dims[XT_MLP_MAX_LAYERS + 2];
+    int nlayers = xt_dims_parse(xt_case_str(c, "dims"), dims);
+    int np, mine[2] = {first, count};
+    PMPI_Comm_size(comm, &np);
+    int *all = malloc(sizeof(int) * 2 * (size_t)np);
+    XT_CHECK(all, "out of memory for the ranks' layers");
+    XT_MPI_CHECK(PMPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, comm));
+    int next = 0;
+    for (int r = 0; r < np && next >= 0; r++)
+        next = all[2 * r] == next && all[2 * r + 1] >= 1 ? next + all[2 * r + 1] : -1;
+    free(all);
+    return next == nlayers;
+}
