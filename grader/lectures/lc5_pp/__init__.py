@@ -11,12 +11,14 @@ from every point-to-point message (PMPI).
 from lectures.lc5_pp.schedule import demo_timeline
 from lectures.lc5_pp.schedules import pp_gpipe_step
 from lectures.lc5_pp.basic import pp_layers, pp_basic_step
+from lectures.lc5_pp.checkpoint import checkpoint_step
 
 TITLE = "pipeline parallelism"
 
-TESTS = [pp_gpipe_step, pp_layers, pp_basic_step]
+TESTS = [pp_gpipe_step, pp_layers, pp_basic_step, checkpoint_step]
 
 DEMOS = {"pp_gpipe": ["gradients agree with one process: yes"],
-         "pp_basic": ["gradients agree with one process: yes"]}
+         "pp_basic": ["gradients agree with one process: yes"],
+         "checkpoint": ["gradients agree with one process: yes"]}
 
 DEMO_AFTER = demo_timeline

@@ -53,4 +53,17 @@ xt_stage *pp_case_stage(xt_case *c, int first, int count, int chunk);
  */
 int pp_case_layout_runs(xt_case *c, int first, int count);
 
+/*
+ * checkpoint's demo: a model of 8 ReLU layers (6 -> 16 -> ... -> 4) and a
+ * batch of 4 rows, the same on every rank; rank r cuts it into 1, 2, 4 or 8
+ * segments (r mod 4) and runs step on them. Each rank prints its peak of
+ * XT_MEM_ACTIVATIONS beside the grader's bound (the saved inputs and what
+ * one segment keeps) and what keeping every activation would take, and its
+ * segments' forward counts; the loss and the gradients are compared with
+ * one process's. make demo draws the timeline from the stage log.
+ */
+typedef float (*pp_checkpoint_step)(xt_stage **segments, int nseg, const float *x,
+                                    const float *target, int rows);
+void pp_checkpoint_demo(MPI_Comm comm, pp_checkpoint_step step);
+
 #endif
