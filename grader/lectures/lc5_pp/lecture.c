@@ -152,3 +152,144 @@ void pp_demo(MPI_Comm comm, const char *schedule, int M, int nstages, int chunks
     free(target);
     xt_mlp_free(&whole);
 }
+
+/* ------------------------------------------------ a stage of given layers */
+
+xt_stage *pp_case_stage(xt_case *c, int first, int count, int chunk)
+{
+    int dims[XT_MLP_MAX_LAYERS + 2];
+    int nlayers = xt_dims_parse(xt_case_str(c, "dims"), dims);
+    xt_act act;
+    xt_loss loss;
+    XT_CHECK(xt_act_from_name(xt_case_str(c, "act"), &act), "unknown activation \"%s\"",
+             xt_case_str(c, "act"));
+    XT_CHECK(xt_loss_from_name(xt_case_str(c, "loss"), &loss), "unknown loss \"%s\"",
+             xt_case_str(c, "loss"));
+    xt_array params = xt_case_input_const(c, "params");
+    long offset = 0, total = 0;
+    for (int l = 0; l < nlayers; l++) {
+        if (l == first)
+            offset = total;
+        total += (long)dims[l] * dims[l + 1] + dims[l + 1];
+    }
+    XT_CHECK(params.dtype == XT_F32 && params.count == total,
+             "the case's \"params\" holds %ld values, the model %s has %ld", params.count,
+             xt_case_str(c, "dims"), total);
+    xt_stage *s = xt_stage_new(nlayers, dims, act, loss, first, count, chunk);
+    memcpy(xt_stage_params(s), (const float *)params.data + offset,
+           sizeof(float) * (size_t)xt_stage_nparams(s));
+    return s;
+}
+
+int pp_case_layout_runs(xt_case *c, int first, int count)
+{
+    MPI_Comm comm = xt_case_comm(c);
+    int dims[XT_MLP_MAX_LAYERS + 2];
+    int nlayers = xt_dims_parse(xt_case_str(c, "dims"), dims);
+    int np, mine[2] = {first, count};
+    PMPI_Comm_size(comm, &np);
+    int *all = malloc(sizeof(int) * 2 * (size_t)np);
+    XT_CHECK(all, "out of memory for the ranks' layers");
+    XT_MPI_CHECK(PMPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, comm));
+    int next = 0;
+    for (int r = 0; r < np && next >= 0; r++)
+        next = all[2 * r] == next && all[2 * r + 1] >= 1 ? next + all[2 * r + 1] : -1;
+    free(all);
+    return next == nlayers;
+}
+
+/* ------------------------------------------------------- checkpoint's demo */
+
+/* S of xt_nn.h's memory formula: the sum of stage s's layer widths. */
+static long widths_sum(const xt_stage *s, const int *dims)
+{
+    long sum = 0;
+    for (int l = xt_stage_first(s); l < xt_stage_first(s) + xt_stage_count(s); l++)
+        sum += dims[l + 1];
+    return sum;
+}
+
+void pp_checkpoint_demo(MPI_Comm comm, pp_checkpoint_step step)
+{
+    enum { L = 8, ROWS = 4, IN = 6, HIDDEN = 16, OUT = 4 };
+    static const int cuts[4] = {1, 2, 4, 8};
+    int np, rank;
+    MPI_Comm_size(comm, &np);
+    MPI_Comm_rank(comm, &rank);
+    int dims[L + 1];
+    for (int l = 0; l <= L; l++)
+        dims[l] = l == 0 ? IN : l == L ? OUT : HIDDEN;
+    xt_mlp whole;
+    xt_mlp_init(&whole, L, dims, XT_RELU, XT_MSE);
+    xt_mlp_randomize(&whole, 1);
+    xt_rng g = xt_rng_seed(2);
+    float x[ROWS * IN], target[ROWS * OUT];
+    xt_rng_fill_uniform(&g, x, ROWS * IN, -1.0f, 1.0f);
+    xt_rng_fill_uniform(&g, target, ROWS * OUT, -1.0f, 1.0f);
+
+    int nseg = cuts[rank % 4];
+    xt_stage *seg[L];
+    long saved = 0, one = 0;
+    for (int k = 0; k < nseg; k++) {
+        int first, count;
+        xt_block(L, nseg, k, &first, &count);
+        seg[k] = xt_stage_new(L, dims, XT_RELU, XT_MSE, first, count, k);
+        memcpy(xt_stage_params(seg[k]), whole.params + xt_mlp_layer_offset(&whole, first),
+               sizeof(float) * (size_t)xt_stage_nparams(seg[k]));
+        /* The grader's bound: the saved inputs, and what one segment keeps at a time (xt_nn.h:
+         * 4 rows (in + 2 S) after its forward, 4 rows S more in its backward, 4 rows out more
+         * after the loss). */
+        long in = dims[first], S = widths_sum(seg[k], dims), last = k == nseg - 1;
+        long keeps = 4L * ROWS * (in + 3 * S + (last ? OUT : 0));
+        saved += 4L * ROWS * in;
+        one = keeps > one ? keeps : one;
+    }
+    long S_all = 0;
+    for (int l = 1; l <= L; l++)
+        S_all += dims[l];
+    xt_printf_root(comm,
+                   "checkpoint: %d layers (%d -> %d x%d -> %d), %d rows. Without checkpointing "
+                   "the step\nkeeps %ld B of activations at its peak and forwards %d layers. "
+                   "Rank r cuts the\nmodel into 1, 2, 4, 8 segments:\n",
+                   L, IN, HIDDEN, L - 1, OUT, ROWS, 4L * ROWS * (IN + 3 * S_all + OUT), L);
+    /* No timeline: make demo's replay draws one pipeline, and these are four separate cuts of
+     * one model, which it would take for stages of one pipeline. */
+    unsetenv("XT_STAGE_LOG");
+    xt_mem_reset_peak();
+    float loss = step(seg, nseg, x, target, ROWS);
+    size_t peak = xt_mem_peak(XT_MEM_ACTIVATIONS);
+    int twice = 1;
+    for (int k = 0; k < nseg; k++)
+        twice &= xt_stage_forwards(seg[k]) == 2;
+
+    xt_mlp_zero_grad(&whole);
+    xt_mlp_forward(&whole, x, ROWS);
+    float single_loss = xt_mlp_loss_grad(&whole, target, 1.0f);
+    for (int l = L - 1; l >= 0; l--)
+        xt_mlp_backward_layer(&whole, l, whole.params + xt_mlp_layer_offset(&whole, l),
+                              whole.grads + xt_mlp_layer_offset(&whole, l));
+    double worst = fabs((double)loss - (double)single_loss), scale = 1.0;
+    for (int k = 0; k < nseg; k++) {
+        const float *gk = xt_stage_grads(seg[k]);
+        const float *want = whole.grads + xt_mlp_layer_offset(&whole, xt_stage_first(seg[k]));
+        for (long i = 0; i < xt_stage_nparams(seg[k]); i++) {
+            double d = fabs((double)gk[i] - (double)want[i]);
+            worst = d > worst ? d : worst;
+            scale = fabs((double)want[i]) > scale ? fabs((double)want[i]) : scale;
+        }
+    }
+    long forwards = 0;
+    for (int k = 0; k < nseg; k++)
+        forwards += xt_stage_forwards(seg[k]) * xt_stage_count(seg[k]);
+    xt_printf_ordered(
+        comm, "%d segment%s: peak %4zu B (the grader's bound %4ld B); %ld layer forwards%s\n", nseg,
+        nseg == 1 ? " " : "s", peak, saved + one, forwards,
+        twice ? "" : " (a segment not forwarded twice)");
+    int agree = worst <= 1e-5 * scale;
+    MPI_Allreduce(MPI_IN_PLACE, &agree, 1, MPI_INT, MPI_MIN, comm);
+    xt_printf_root(comm, "loss %.6f (one process: %.6f); gradients agree with one process: %s\n",
+                   (double)loss, (double)single_loss, agree ? "yes" : "NO");
+    for (int k = 0; k < nseg; k++)
+        xt_stage_free(seg[k]);
+    xt_mlp_free(&whole);
+}

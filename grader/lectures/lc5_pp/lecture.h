@@ -35,4 +35,35 @@ typedef float (*pp_step)(xt_stage **stages, int nchunks, const float *x, const f
 void pp_demo(MPI_Comm comm, const char *schedule, int M, int nstages, int chunks,
              int (*stage_of)(int chunk, int rank, int np), pp_step step);
 
+/*
+ * run_case's set-up when the program itself says which layers a rank holds
+ * (pp_basic's pp_layers): one stage of layers first .. first+count-1 of the
+ * case's model ("dims", "act", "loss", "params" as above), logged as chunk
+ * `chunk`, starting from the model's parameters. pp_case_done finishes it.
+ */
+xt_stage *pp_case_stage(xt_case *c, int first, int count, int chunk);
+
+/*
+ * Whether the ranks of the case's communicator, each holding layers first ..
+ * first+count-1, cut the case's model into consecutive stages in rank order
+ * (rank 0 from layer 0, each rank where the one before it ended, the last to
+ * the model's last layer, none empty): whether a pipeline step can run on
+ * them. Collective over the case's communicator, through PMPI, so that the
+ * program's counters do not see it.
+ */
+int pp_case_layout_runs(xt_case *c, int first, int count);
+
+/*
+ * checkpoint's demo: a model of 8 ReLU layers (6 -> 16 -> ... -> 4) and a
+ * batch of 4 rows, the same on every rank; rank r cuts it into 1, 2, 4 or 8
+ * segments (r mod 4) and runs step on them. Each rank prints its peak of
+ * XT_MEM_ACTIVATIONS beside the grader's bound (the saved inputs and what
+ * one segment keeps) and what keeping every activation would take, and its
+ * segments' forward counts; the loss and the gradients are compared with
+ * one process's. make demo draws the timeline from the stage log.
+ */
+typedef float (*pp_checkpoint_step)(xt_stage **segments, int nseg, const float *x,
+                                    const float *target, int rows);
+void pp_checkpoint_demo(MPI_Comm comm, pp_checkpoint_step step);
+
 #endif
