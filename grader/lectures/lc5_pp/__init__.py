@@ -10,11 +10,13 @@ from every point-to-point message (PMPI).
 
 from lectures.lc5_pp.schedule import demo_timeline
 from lectures.lc5_pp.schedules import pp_gpipe_step
+from lectures.lc5_pp.interleaved import pp_interleaved_step, interleaved_refuses_m
 
 TITLE = "pipeline parallelism"
 
-TESTS = [pp_gpipe_step]
+TESTS = [pp_gpipe_step, pp_interleaved_step, interleaved_refuses_m]
 
-DEMOS = {"pp_gpipe": ["gradients agree with one process: yes"]}
+DEMOS = {"pp_gpipe": ["gradients agree with one process: yes"],
+         "pp_interleaved": ["gradients agree with one process: yes"]}
 
 DEMO_AFTER = demo_timeline
