@@ -394,3 +394,11 @@ def sent_at_once(ops, direction, what):
                                 f"{peer} can start on it")]
         return []
     return rule
+
+
+def cross_rank_messages(case, rank, per_mb=1):
+    """neighbour_messages less the boundaries between two stages of the same rank (np = 1
+    with several chunks): there the output passes to the next stage by a copy, no
+    message."""
+    return {key: n for key, n in neighbour_messages(case, rank, per_mb).items()
+            if key[1] != rank}

@@ -372,7 +372,7 @@ def legend(rp):
     ops = {b.op for b in rp.boxes}
     parts = ["F forward", "B backward" + (" (input part)" if "I" in ops else "")]
     parts += ["W weight part"] if "W" in ops else []
-    parts += ["lower case: the second chunk"] if any(b.chunk for b in rp.boxes) else []
+    parts += ["lower case: chunk 1"] if any(b.chunk for b in rp.boxes) else []
     return ", ".join(parts) + "; the digit: the micro-batch"
 
 
