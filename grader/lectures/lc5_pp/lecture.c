@@ -12,32 +12,14 @@
 
 int pp_case_stages(xt_case *c, xt_stage **stages, int max)
 {
-    int dims[XT_MLP_MAX_LAYERS + 2];
-    int nlayers = xt_dims_parse(xt_case_str(c, "dims"), dims);
-    xt_act act;
-    xt_loss loss;
-    XT_CHECK(xt_act_from_name(xt_case_str(c, "act"), &act), "unknown activation \"%s\"",
-             xt_case_str(c, "act"));
-    XT_CHECK(xt_loss_from_name(xt_case_str(c, "loss"), &loss), "unknown loss \"%s\"",
-             xt_case_str(c, "loss"));
     xt_array layers = xt_case_input_const(c, "layers");
-    xt_array params = xt_case_input_const(c, "params");
     XT_CHECK(layers.dtype == XT_I32 && layers.count % 2 == 0 && layers.count / 2 <= max,
              "the case's \"layers\" holds %ld values: (first, count) pairs, at most %d",
              layers.count, max);
     const int32_t *fc = layers.data;
-    long offset[XT_MLP_MAX_LAYERS + 1] = {0};
-    for (int l = 0; l < nlayers; l++)
-        offset[l + 1] = offset[l] + (long)dims[l] * dims[l + 1] + dims[l + 1];
-    XT_CHECK(params.dtype == XT_F32 && params.count == offset[nlayers],
-             "the case's \"params\" holds %ld values, the model %s has %ld", params.count,
-             xt_case_str(c, "dims"), offset[nlayers]);
     int n = (int)(layers.count / 2);
-    for (int k = 0; k < n; k++) {
-        stages[k] = xt_stage_new(nlayers, dims, act, loss, fc[2 * k], fc[2 * k + 1], k);
-        memcpy(xt_stage_params(stages[k]), (const float *)params.data + offset[fc[2 * k]],
-               sizeof(float) * (size_t)xt_stage_nparams(stages[k]));
-    }
+    for (int k = 0; k < n; k++)
+        stages[k] = pp_case_stage(c, fc[2 * k], fc[2 * k + 1], k);
     return n;
 }
 
@@ -70,10 +52,10 @@ void pp_demo(MPI_Comm comm, const char *schedule, int M, int nstages, int chunks
     int np, rank;
     MPI_Comm_size(comm, &np);
     MPI_Comm_rank(comm, &rank);
-    XT_CHECK(chunks >= 1 && chunks <= 8, "xt_pipeline_demo: %d chunks per rank", chunks);
+    XT_CHECK(chunks >= 1 && chunks <= 8, "pp_demo: %d chunks per rank", chunks);
     int nlayers = LAYERS_PER_STAGE * nstages, rows = M * MB_ROWS;
     XT_CHECK(nlayers <= XT_MLP_MAX_LAYERS,
-             "xt_pipeline_demo: %d stages of %d layers is more "
+             "pp_demo: %d stages of %d layers is more "
              "than a model's %d layers",
              nstages, LAYERS_PER_STAGE, XT_MLP_MAX_LAYERS);
     int dims[XT_MLP_MAX_LAYERS + 1];

@@ -304,7 +304,8 @@ def svg_panel(rp, ranks, title, top, unit, row=28):
     for t in range(0, span + 1, step):
         out.append(f'<text x="{LEFT + t * unit:.1f}" y="{y + 4}" font-size="10" '
                    f'text-anchor="middle">{t}</text>')
-    return out, int(LEFT + rp.makespan * unit + 16), y + 12
+    wide = max(LEFT + rp.makespan * unit + 16, LEFT + 8.5 * len(title) + 16)
+    return out, int(wide), y + 12
 
 
 def svg_legend(replays, top):
