@@ -281,10 +281,13 @@ def figure(tree, work, env, timeout):
         if res.returncode != 0 or any(rec is None for rec in recs):
             skipped.append(f"{name}: its figure case failed (exit {res.returncode})")
             continue
-        rp = schedule.replay({r: rec.stages for r, rec in enumerate(recs)}, pp.nlayers(case))
-        idle = rp.idle(0)
-        panels.append((rp, range(FIGURE_NP), f"{TITLES[name]}: idle {idle} of {rp.makespan} "
-                                             f"units on rank 0"))
+        # Interleaved chunks are 1/v of a stage: their calls drawn at that scale.
+        v = SCHEDULES[name][1] if name == "interleaved" else 1
+        rp = schedule.replay({r: rec.stages for r, rec in enumerate(recs)}, pp.nlayers(case),
+                             scale=1 / v)
+        title = (f"{TITLES[name]}: idle {rp.idle(0):g} of {rp.makespan:g} units on rank 0"
+                 + (f" (a chunk's call is 1/{v} of a stage's)" if v > 1 else ""))
+        panels.append((rp, range(FIGURE_NP), title))
     return (schedule.svg_stack(panels) if panels else None), skipped
 
 

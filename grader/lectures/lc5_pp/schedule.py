@@ -143,11 +143,12 @@ class Replay:
         return self.makespan - self.busy.get(rank, 0)
 
 
-def replay(stages_by_rank, nlayers):
+def replay(stages_by_rank, nlayers, scale=1):
     """Places every rank's logged calls (harness StageCalls, in order) in unit
     time. A call waits for its rank's previous call and for its inputs (module
     docstring). When some rank's next call waits for something no rank will
-    ever do, stuck names each rank's waiting call."""
+    ever do, stuck names each rank's waiting call. scale multiplies every duration (1/v:
+    a chunk's call in units of a whole stage's, to compare interleaved schedules)."""
     queues = {r: list(calls) for r, calls in stages_by_rank.items()}
     pos = {r: 0 for r in queues}
     free = {r: 0 for r in queues}
@@ -181,7 +182,7 @@ def replay(stages_by_rank, nlayers):
                 if ready is None:
                     break
                 start = max(free[r], ready)
-                end = start + UNITS.get(c.op, 1)
+                end = start + UNITS.get(c.op, 1) * scale
                 free[r] = end
                 busy[r] += end - start
                 boxes.append(Box(r, c.op, c.mb, c.chunk, start, end, c.first, c.count))
@@ -269,7 +270,7 @@ def text_timeline(rp, ranks, title="", columns=78):
 
 
 COLOURS = {("F", 0): "#4e79a7", ("F", 1): "#a0cbe8", ("B", 0): "#59a14f", ("B", 1): "#8cd17d",
-           ("I", 0): "#59a14f", ("I", 1): "#8cd17d", ("W", 0): "#f28e2b", ("W", 1): "#ffbe7d",
+           ("I", 0): "#499894", ("I", 1): "#86bcb6", ("W", 0): "#f28e2b", ("W", 1): "#ffbe7d",
            ("N", 0): "#bab0ac", ("N", 1): "#bab0ac"}
 
 
