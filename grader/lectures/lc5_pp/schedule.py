@@ -349,8 +349,8 @@ def svg_stack(panels, unit=None):
 
 def svg_timeline(rp, ranks, title):
     """The replay as an SVG: ranks as rows, each call a box numbered with its
-    micro-batch, coloured by op (forward blue, backward or its input part
-    green, weight part orange; a second chunk lighter)."""
+    micro-batch, coloured by op (forward blue, backward green, its input part
+    teal, weight part orange; a second chunk lighter)."""
     return svg_stack([(rp, ranks, title)])
 
 
