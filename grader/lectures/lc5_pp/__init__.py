@@ -10,11 +10,13 @@ from every point-to-point message (PMPI).
 
 from lectures.lc5_pp.schedule import demo_timeline
 from lectures.lc5_pp.schedules import pp_gpipe_step
+from lectures.lc5_pp.dualpipe import pp_dualpipe_step, pp_dualpipe_refuses
 
 TITLE = "pipeline parallelism"
 
-TESTS = [pp_gpipe_step]
+TESTS = [pp_gpipe_step, pp_dualpipe_step, pp_dualpipe_refuses]
 
-DEMOS = {"pp_gpipe": ["gradients agree with one process: yes"]}
+DEMOS = {"pp_gpipe": ["gradients agree with one process: yes"],
+         "pp_dualpipe": ["gradients agree with one process: yes"]}
 
 DEMO_AFTER = demo_timeline

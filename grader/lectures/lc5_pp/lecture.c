@@ -154,3 +154,96 @@ void pp_demo(MPI_Comm comm, const char *schedule, int M, int nstages, int chunks
     free(target);
     xt_mlp_free(&whole);
 }
+
+/*
+ * pp_demo for a layout that holds each stage more than once, where every copy ends the
+ * step with the whole batch's gradient (DualPipe's, after its copies' exchange): each
+ * copy is compared with one process's gradients, instead of their sum.
+ */
+void pp_demo_copies(MPI_Comm comm, const char *schedule, int M, int nstages, int chunks,
+                    int (*stage_of)(int chunk, int rank, int np), pp_step step)
+{
+    enum { MB_ROWS = 2, LAYERS_PER_STAGE = 2, IN = 6, HIDDEN = 8, OUT = 4 };
+    int np, rank;
+    MPI_Comm_size(comm, &np);
+    MPI_Comm_rank(comm, &rank);
+    XT_CHECK(chunks >= 1 && chunks <= 8, "xt_pipeline_demo: %d chunks per rank", chunks);
+    int nlayers = LAYERS_PER_STAGE * nstages, rows = M * MB_ROWS;
+    XT_CHECK(nlayers <= XT_MLP_MAX_LAYERS,
+             "xt_pipeline_demo: %d stages of %d layers is more "
+             "than a model's %d layers",
+             nstages, LAYERS_PER_STAGE, XT_MLP_MAX_LAYERS);
+    int dims[XT_MLP_MAX_LAYERS + 1];
+    for (int l = 0; l <= nlayers; l++)
+        dims[l] = l == 0 ? IN : l == nlayers ? OUT : HIDDEN;
+    /* The whole model, the batch and the single process's gradients, the same on every rank. */
+    xt_mlp whole;
+    xt_mlp_init(&whole, nlayers, dims, XT_RELU, XT_MSE);
+    xt_mlp_randomize(&whole, 1);
+    xt_rng g = xt_rng_seed(2);
+    float *x = malloc(sizeof(float) * (size_t)rows * IN);
+    float *target = malloc(sizeof(float) * (size_t)rows * OUT);
+    XT_CHECK(x && target, "out of memory for the demo's batch");
+    xt_rng_fill_uniform(&g, x, (long)rows * IN, -1.0f, 1.0f);
+    xt_rng_fill_uniform(&g, target, (long)rows * OUT, -1.0f, 1.0f);
+
+    xt_stage *stages[8];
+    int has_first = 0, has_last = 0;
+    for (int k = 0; k < chunks; k++) {
+        int s = stage_of(k, rank, np);
+        stages[k] =
+            xt_stage_new(nlayers, dims, XT_RELU, XT_MSE, LAYERS_PER_STAGE * s, LAYERS_PER_STAGE, k);
+        memcpy(xt_stage_params(stages[k]),
+               whole.params + xt_mlp_layer_offset(&whole, xt_stage_first(stages[k])),
+               sizeof(float) * (size_t)xt_stage_nparams(stages[k]));
+        has_first |= s == 0;
+        has_last |= s == nstages - 1;
+    }
+    xt_printf_root(comm, "%s: %d ranks, %d stages of %d layers, M = %d micro-batches of %d rows\n",
+                   schedule, np, nstages, LAYERS_PER_STAGE, M, MB_ROWS);
+    xt_stage_in_flight_most();
+    float loss =
+        step(stages, chunks, has_first ? x : NULL, has_last ? target : NULL, MB_ROWS, M, comm);
+    int most = xt_stage_in_flight_most();
+    char line[256];
+    int at = snprintf(line, sizeof line, "stage%s", chunks > 1 ? "s" : "");
+    for (int k = 0; k < chunks; k++)
+        at += snprintf(line + at, sizeof line - (size_t)at, " %d (layers %d-%d)",
+                       stage_of(k, rank, np), xt_stage_first(stages[k]),
+                       xt_stage_first(stages[k]) + xt_stage_count(stages[k]) - 1);
+    xt_printf_ordered(comm, "%s; at most %d micro-batch%s in flight\n", line, most,
+                      most == 1 ? "" : "es");
+
+    xt_mlp_zero_grad(&whole);
+    xt_mlp_forward(&whole, x, rows);
+    float single_loss = xt_mlp_loss_grad(&whole, target, 1.0f);
+    for (int l = nlayers - 1; l >= 0; l--)
+        xt_mlp_backward_layer(&whole, l, whole.params + xt_mlp_layer_offset(&whole, l),
+                              whole.grads + xt_mlp_layer_offset(&whole, l));
+
+    /* Every copy of every stage against the single process's gradients. */
+    double worst = 0.0, scale = 0.0;
+    for (long i = 0; i < whole.nparams; i++)
+        scale = fabs((double)whole.grads[i]) > scale ? fabs((double)whole.grads[i]) : scale;
+    for (int k = 0; k < chunks; k++) {
+        const float *want = whole.grads + xt_mlp_layer_offset(&whole, xt_stage_first(stages[k]));
+        const float *g = xt_stage_grads(stages[k]);
+        for (long i = 0; i < xt_stage_nparams(stages[k]); i++) {
+            double d = fabs((double)g[i] - (double)want[i]);
+            worst = d > worst ? d : worst;
+        }
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
+    float last_loss = has_last ? loss : 0.0f;
+    MPI_Allreduce(MPI_IN_PLACE, &last_loss, 1, MPI_FLOAT, MPI_MAX, comm);
+    xt_printf_root(comm,
+                   "loss %.6f (one process: %.6f); gradients agree with one process: %s "
+                   "(max error %.1e)\n",
+                   (double)last_loss, (double)single_loss,
+                   worst <= 1e-5 * (scale > 1.0 ? scale : 1.0) ? "yes" : "NO", worst);
+    for (int k = 0; k < chunks; k++)
+        xt_stage_free(stages[k]);
+    free(x);
+    free(target);
+    xt_mlp_free(&whole);
+}

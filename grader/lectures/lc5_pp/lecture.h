@@ -35,4 +35,12 @@ typedef float (*pp_step)(xt_stage **stages, int nchunks, const float *x, const f
 void pp_demo(MPI_Comm comm, const char *schedule, int M, int nstages, int chunks,
              int (*stage_of)(int chunk, int rank, int np), pp_step step);
 
+/*
+ * The same demo for a layout that holds each stage on several ranks, every copy ending
+ * the step with the whole batch's gradient (DualPipe): each copy is compared with one
+ * process's gradients, instead of the copies' sum.
+ */
+void pp_demo_copies(MPI_Comm comm, const char *schedule, int M, int nstages, int chunks,
+                    int (*stage_of)(int chunk, int rank, int np), pp_step step);
+
 #endif
