@@ -237,8 +237,8 @@ void pp_demo_copies(MPI_Comm comm, const char *schedule, int M, int nstages, int
     float last_loss = has_last ? loss : 0.0f;
     MPI_Allreduce(MPI_IN_PLACE, &last_loss, 1, MPI_FLOAT, MPI_MAX, comm);
     xt_printf_root(comm,
-                   "loss %.6f (one process: %.6f); gradients agree with one process: %s "
-                   "(max error %.1e)\n",
+                   "loss %.6f (one process: %.6f)\n"
+                   "gradients agree with one process: %s (max error %.1e, every copy)\n",
                    (double)last_loss, (double)single_loss,
                    worst <= 1e-5 * (scale > 1.0 ? scale : 1.0) ? "yes" : "NO", worst);
     for (int k = 0; k < chunks; k++)

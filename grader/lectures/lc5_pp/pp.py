@@ -422,14 +422,10 @@ def dual_halves(case, inputs, records):
     M = case["M"]
     for r, rec in enumerate(records):
         for c in rec.stages:
-            if c.op == "N":
-                return [(r, f"rank {r} ran a forward that keeps nothing (xt_stage_infer) on "
-                            f"chunk {c.chunk}: DualPipe forwards each micro-batch once, with "
-                            f"xt_stage_forward")]
             if not 0 <= c.mb < M or c.chunk != int(c.mb >= M // 2):
                 want = ("no chunk: the micro-batches are 0..M-1" if not 0 <= c.mb < M else
                         f"chunk {int(c.mb >= M // 2)}")
-                return [(r, f"rank {r} ran {schedule.Op(c.op, c.mb, c.chunk)} on chunk "
+                return [(r, f"rank {r} ran {c.op}{c.mb} on chunk "
                             f"{c.chunk} (stage {dual_stage_of(case, c.chunk, r)}): micro-batch "
                             f"{c.mb} belongs on {want} (micro-batches 0..{M // 2 - 1} enter at "
                             f"rank 0 and go down through the chunks 0, {M // 2}..{M - 1} enter "
