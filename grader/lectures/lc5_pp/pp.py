@@ -370,7 +370,8 @@ def dual_locator(case, name, index, rank):
     for k, (first, count) in enumerate(dual_layers_of(case, rank)):
         n = off[first + count] - off[first]
         if at < n:
-            layer = next(lay for lay in range(first, first + count) if at < off[lay + 1] - off[first])
+            layer = next(lay for lay in range(first, first + count)
+                         if at < off[lay + 1] - off[first])
             at -= off[layer] - off[first]
             a, b = d[layer], d[layer + 1]
             where = (f"layer {layer}'s W, row {at // b}, column {at % b}" if at < a * b
