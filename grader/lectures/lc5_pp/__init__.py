@@ -15,17 +15,20 @@ from lectures.lc5_pp.onefb import pp_1f1b_step
 from lectures.lc5_pp.schedule import demo_timeline
 from lectures.lc5_pp.schedules import pp_gpipe_step
 from lectures.lc5_pp.zero_bubble import pp_zero_bubble_step
+from lectures.lc5_pp.dualpipe import pp_dualpipe_refuses, pp_dualpipe_step
 
 TITLE = "pipeline parallelism"
 
 TESTS = [checkpoint_step, pp_layers, pp_basic_step, pp_gpipe_step, pp_1f1b_step,
-         pp_interleaved_step, interleaved_refuses_m, pp_zero_bubble_step]
+         pp_interleaved_step, interleaved_refuses_m, pp_zero_bubble_step, pp_dualpipe_step,
+         pp_dualpipe_refuses]
 
 DEMOS = {"checkpoint": ["gradients agree with one process: yes"],
          "pp_basic": ["gradients agree with one process: yes"],
          "pp_gpipe": ["gradients agree with one process: yes"],
          "pp_1f1b": ["gradients agree with one process: yes"],
          "pp_interleaved": ["gradients agree with one process: yes"],
-         "pp_zero_bubble": ["gradients agree with one process: yes"]}
+         "pp_zero_bubble": ["gradients agree with one process: yes"],
+         "pp_dualpipe": ["gradients agree with one process: yes"]}
 
 DEMO_AFTER = demo_timeline

@@ -428,6 +428,10 @@ def test_schedule_replay(s):
                                f"stuck {rp.stuck}")
     s.record("schedule replay: GPipe, 1F1B, interleaved (v=2, 3) and ZB-H1 idle exactly their "
              "formulas, np 1-4, M 1-9", not bad, bad[:5])
+    bad = sch.dualpipe_problems()
+    s.record("schedule replay: DualPipe, np 2-8, M 2np..2np+6: every micro-batch once per stage "
+             "on its half's chunks, each W after its I; it runs, idles exactly np/2-1, at most "
+             "np+1 in flight; full backwards idle more (negative control)", not bad, bad[:5])
     # Rank 0 runs B0 before rank 1, the last stage, has run its own: it can never start.
     wrong = {0: [harness.StageCall("F", 0, 0, 0, 0, 0, 1), harness.StageCall("B", 0, 0, 0, 0, 0, 1)],
              1: [harness.StageCall("B", 0, 0, 0, 0, 1, 1), harness.StageCall("F", 0, 0, 0, 0, 1, 1)]}

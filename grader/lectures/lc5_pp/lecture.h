@@ -26,9 +26,10 @@ void pp_case_done(xt_case *c, xt_stage **stages, int n);
  * rank r runs chunks 0..chunks-1, chunk k being stage stage_of(k, r, np).
  * step runs the schedule (x on the ranks holding stage 0, target on those
  * holding the last, NULL elsewhere); then each rank's stages and the most
- * micro-batches it had in flight are printed, and the loss and the gradients
- * (copies of a stage summed) are compared with one process's. make demo
- * draws the timeline from the stage log.
+ * micro-batches it had in flight are printed, and the loss and every stage's
+ * gradients (every copy, where a layout holds a stage twice: each must end
+ * with the whole batch's) are compared with one process's. make demo draws
+ * the timeline from the stage log.
  */
 typedef float (*pp_step)(xt_stage **stages, int nchunks, const float *x, const float *target,
                          int mb_rows, int M, MPI_Comm comm);
@@ -60,7 +61,8 @@ int pp_case_layout_runs(xt_case *c, int first, int count);
  * XT_MEM_ACTIVATIONS beside the grader's bound (the saved inputs and what
  * one segment keeps) and what keeping every activation would take, and its
  * segments' forward counts; the loss and the gradients are compared with
- * one process's. make demo draws the timeline from the stage log.
+ * one process's. (No timeline: each rank's segments are a pipeline of their
+ * own, which the replay does not draw.)
  */
 typedef float (*pp_checkpoint_step)(xt_stage **segments, int nseg, const float *x,
                                     const float *target, int rows);

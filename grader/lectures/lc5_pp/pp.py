@@ -402,3 +402,156 @@ def cross_rank_messages(case, rank, per_mb=1):
     message."""
     return {key: n for key, n in neighbour_messages(case, rank, per_mb).items()
             if key[1] != rank}
+
+
+# ---------------------------------------------------------------- DualPipe
+
+def dual_stage_of(case, chunk, rank):
+    """DualPipe's layout: rank r's chunk 0 is stage r, its chunk 1 stage np-1-r."""
+    return schedule.dualpipe_stage(case.np, chunk, rank)
+
+
+def dual_layers_of(case, rank):
+    """[(first, count)] of rank's two chunks (stages r and np-1-r of np)."""
+    return [stage_layers(case, dual_stage_of(case, k, rank)) for k in (0, 1)]
+
+
+def dual_inputs(case, rng):
+    """The model and batch of pipeline_inputs; each rank's layers are its two chunks' stages;
+    x and target, the whole batch, on ranks 0 and np-1 (micro-batches 0..M/2-1 enter at
+    rank 0 and end at rank np-1, M/2..M-1 the other way), empty elsewhere."""
+    inputs = pipeline_inputs(case, rng)
+    whole = {name: next(a for a in inputs[name] if a.size) for name in ("x", "target")}
+    ends = (0, case.np - 1)
+    empty = np.zeros(0, dtype=np.float32)
+    inputs["layers"] = [np.array(dual_layers_of(case, r), dtype=np.int32).reshape(-1)
+                        for r in range(case.np)]
+    for name in ("x", "target"):
+        inputs[name] = [whole[name] if r in ends else empty for r in range(case.np)]
+    return inputs
+
+
+def dual_reference(case, inputs):
+    """Each rank: chunk 0's slice of the whole model's gradient, then chunk 1's (both copies
+    of a stage hold the whole batch's gradient), M/2 forwards per chunk, and on ranks 0 and
+    np-1 the whole batch's mean loss."""
+    d = dims_of(case)
+    rows = case["M"] * case["mb_rows"]
+    x = inputs["x"][0].reshape(rows, d[0]).astype(np.float64)
+    t = inputs["target"][case.np - 1].reshape(rows, d[-1]).astype(np.float64)
+    loss, grads = model_of(case).loss_and_grads(inputs["params"], x, t)
+    out = []
+    for r in range(case.np):
+        mine = {"grads": np.concatenate([stage_slice(case, grads, f, c)
+                                         for f, c in dual_layers_of(case, r)]),
+                "forwards": np.full(2, case["M"] // 2, dtype=np.int32)}
+        if r in (0, case.np - 1):
+            mine["loss"] = np.array([loss])
+        out.append(mine)
+    return out
+
+
+def dual_locator(case, name, index, rank):
+    """grads_locator on DualPipe's layout: 'chunk 1 (stage 2): layer 4's W, row 1, ...'."""
+    if name != "grads":
+        return None
+    d = dims_of(case)
+    off = layer_offsets(case)
+    at = index
+    for k, (first, count) in enumerate(dual_layers_of(case, rank)):
+        n = off[first + count] - off[first]
+        if at < n:
+            layer = next(lay for lay in range(first, first + count)
+                         if at < off[lay + 1] - off[first])
+            at -= off[layer] - off[first]
+            a, b = d[layer], d[layer + 1]
+            where = (f"layer {layer}'s W, row {at // b}, column {at % b}" if at < a * b
+                     else f"layer {layer}'s b[{at - a * b}]")
+            return f"chunk {k} (stage {dual_stage_of(case, k, rank)}): {where}"
+        at -= n
+    return None
+
+
+def dual_messages(case, rank):
+    """What rank sends and receives in DualPipe's step, {(dir, peer, bytes): count}: per
+    chunk, M/2 activations to the next stage of its direction (rank+1 for chunk 0, rank-1
+    for chunk 1) and M/2 gradients back, as neighbour_messages; then one message each way
+    per chunk with rank np-1-r, the partner holding the other copy of its stage (the stage's
+    gradients); and between ranks 0 and np-1 one float each way (a half's loss)."""
+    want = {}
+
+    def add(key, n):
+        want[key] = want.get(key, 0) + n
+
+    d = dims_of(case)
+    rows, half, p = case["mb_rows"], case["M"] // 2, case.np
+    off = layer_offsets(case)
+    partner = p - 1 - rank
+    for k in (0, 1):
+        s = dual_stage_of(case, k, rank)
+        first, count = stage_layers(case, s)
+        up, down = (rank - 1, rank + 1) if k == 0 else (rank + 1, rank - 1)
+        if s > 0:
+            for key in (("R", up, 4 * rows * d[first]), ("S", up, 4 * rows * d[first])):
+                add(key, half)
+        if s < p - 1:
+            nbytes = 4 * rows * d[first + count]
+            for key in (("S", down, nbytes), ("R", down, nbytes)):
+                add(key, half)
+        nbytes = 4 * (off[first + count] - off[first])
+        add(("S", partner, nbytes), 1)
+        add(("R", partner, nbytes), 1)
+    if rank in (0, p - 1):
+        add(("S", p - 1 - rank, 4), 1)
+        add(("R", p - 1 - rank, 4), 1)
+    return want
+
+
+def dual_halves(case, inputs, records):
+    """Each micro-batch is on its half's chunks: 0..M/2-1 on chunks 0, M/2..M-1 on chunks 1
+    (a micro-batch goes through one copy of each stage, and the replay knows the copies
+    apart by that)."""
+    M = case["M"]
+    for r, rec in enumerate(records):
+        for c in rec.stages:
+            if not 0 <= c.mb < M or c.chunk != int(c.mb >= M // 2):
+                want = ("no chunk: the micro-batches are 0..M-1" if not 0 <= c.mb < M else
+                        f"chunk {int(c.mb >= M // 2)}")
+                return [(r, f"rank {r} ran {c.op}{c.mb} on chunk "
+                            f"{c.chunk} (stage {dual_stage_of(case, c.chunk, r)}): micro-batch "
+                            f"{c.mb} belongs on {want} (micro-batches 0..{M // 2 - 1} enter at "
+                            f"rank 0 and go down through the chunks 0, {M // 2}..{M - 1} enter "
+                            f"at rank {case.np - 1} and go up through the chunks 1)")]
+    return []
+
+
+def dual_pictures(case, records):
+    """What ran and DualPipe's definition, replayed, as '|' lines."""
+    p, L = case.np, nlayers(case)
+    lines = []
+    rp = schedule.replay({r: rec.stages for r, rec in enumerate(records)}, L)
+    if not rp.stuck:
+        lines += schedule.text_timeline(rp, range(p), f"what ran (idle "
+                                        f"{', '.join(str(rp.idle(r)) for r in range(p))}):"
+                                        ).splitlines()
+    layers = {s: stage_layers(case, s) for s in range(p)}
+    want = schedule.replay(schedule.dualpipe_calls(p, case["M"], layers), L)
+    lines += schedule.text_timeline(want, range(p), f"DualPipe (idle {want.idle(0)}):"
+                                    ).splitlines()
+    return "\n".join("| " + ln for ln in lines)
+
+
+def dual_idle_at_most(case, inputs, records):
+    """Replayed in unit time (F = 1, B = 2, I = W = 1), every rank idles at most np/2-1
+    units (schedule.dualpipe_idle: no schedule of this layout can idle less)."""
+    rp = schedule.replay({r: rec.stages for r, rec in enumerate(records)}, nlayers(case))
+    if rp.stuck:
+        return []  # runnable says why
+    bound, why = schedule.dualpipe_idle(case.np)
+    for r in range(case.np):
+        if rp.idle(r) > bound:
+            return [(r, f"rank {r} idles {rp.idle(r)} units of the step's {rp.makespan} in "
+                        f"the unit-time replay (F=1, B=2, I=W=1); DualPipe idles {bound} "
+                        f"({why}), the least any schedule of this layout can\n"
+                        + dual_pictures(case, records))]
+    return []

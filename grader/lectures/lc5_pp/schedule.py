@@ -22,6 +22,7 @@ backward before the next stage's, a W before its I) is named as such.
 import collections
 import dataclasses
 import html
+import textwrap
 
 UNITS = {"F": 1, "B": 2, "I": 1, "W": 1, "N": 1}
 
@@ -400,7 +401,7 @@ def demo_timeline(exercise, np_, directory):
         return
     ranks = sorted(logs)
     print(text_timeline(rp, ranks, "the stage calls, replayed in unit time (F=1, B=2, I=W=1):"))
-    print(f"  {legend(rp)}")
+    print(textwrap.fill(legend(rp), 78, initial_indent="  ", subsequent_indent="  "))
     print("  " + idle_line(rp, ranks))
     title = f"{exercise}, np={np_}: {idle_line(rp, ranks)}"
     os.makedirs(os.path.join("build", "timelines"), exist_ok=True)
@@ -408,3 +409,150 @@ def demo_timeline(exercise, np_, directory):
     with open(path, "w") as f:
         f.write(svg_timeline(rp, ranks, title))
     print(f"(drawn in {path})")
+
+
+# ---------------------------------------------------------------- DualPipe
+
+def dualpipe_stage(p, chunk, r):
+    """DualPipe's layout: rank r's chunk 0 is stage r, its chunk 1 stage p-1-r (every stage
+    twice: on rank s's chunk 0 and on rank p-1-s's chunk 1)."""
+    return r if chunk == 0 else p - 1 - r
+
+
+def dualpipe(p, m, r):
+    """DualPipe (DeepSeek-V3; deepseek-ai/DualPipe, dualpipe/dualpipe.py), p even, M even,
+    M >= 2p. Micro-batches 0..M/2-1 enter at rank 0 and go down through the chunks 0,
+    M/2..M-1 enter at rank p-1 and go up through the chunks 1. Rank r's "own" direction
+    (phase 0) is the one whose start is nearer: chunk 0 for r < p/2, chunk 1 above; phase 1
+    is the other. With h = min(r, p-1-r), its eight steps are
+
+        1  nF0      2 (p/2-h-1)  forwards of phase 0
+        2  nF0F1    h+1          a forward of phase 0, one of phase 1
+        3  nB1W1F1  p/2-h-1      an input part (I) of phase 1, its weight part (W), a
+                                 forward of phase 1
+        4  main     M/2-p+h+1    F phase 0, B phase 1, F phase 1, B phase 0 (the reference
+                                 overlaps each F with the B after it)
+        5  nB1F1B0  p/2-h-1      B phase 1, F phase 1, B phase 0
+        6  nB1B0    h+1          a backward of phase 1, one of phase 0; from the pair
+                                 (h+1) div 2 on (h odd: its first; h even: its second)
+                                 the backwards are split, their W's deferred
+        7  nWB0     p/2-h-1      a deferred W, an input part of phase 0
+        8  nW       h+1          the deferred W's left
+
+    Forwards and backwards of each phase run in micro-batch order; the deferred W's run
+    oldest first, whichever chunk they belong to."""
+    half, h, second = p // 2, min(r, p - 1 - r), int(r >= p // 2)
+    done = {"F": [0, 0], "B": [0, 0]}
+    deferred = collections.deque()
+    out = []
+
+    def call(op, phase):
+        chunk = phase ^ second
+        kind = "F" if op == "F" else "B"
+        mb = done[kind][phase] + (m // 2 if chunk else 0)
+        done[kind][phase] += 1
+        out.append(Op(op, mb, chunk))
+        if op == "I":
+            deferred.append(Op("W", mb, chunk))
+
+    def weight():
+        out.append(deferred.popleft())
+
+    for _ in range(2 * (half - h - 1)):
+        call("F", 0)
+    for _ in range(h + 1):
+        call("F", 0)
+        call("F", 1)
+    for _ in range(half - h - 1):
+        call("I", 1)
+        weight()
+        call("F", 1)
+    for _ in range(m // 2 - p + h + 1):
+        call("F", 0)
+        call("B", 1)
+        call("F", 1)
+        call("B", 0)
+    for _ in range(half - h - 1):
+        call("B", 1)
+        call("F", 1)
+        call("B", 0)
+    split = False
+    for i in range(h + 1):
+        split = split or (i == (h + 1) // 2 and h % 2 == 1)
+        call("I" if split else "B", 1)
+        split = split or (i == (h + 1) // 2 and h % 2 == 0)
+        call("I" if split else "B", 0)
+    for _ in range(half - h - 1):
+        weight()
+        call("I", 0)
+    for _ in range(h + 1):
+        weight()
+    return out
+
+
+def dualpipe_idle(p):
+    """The least idle time any schedule of DualPipe's layout can have on every rank, in unit
+    time, and what it is: the middle ranks p/2-1 and p/2 wait p/2-1 forwards for their
+    first input (from rank 0 through chunks 0, or from rank p-1 through chunks 1) and then
+    have 3M units of work each, so the step lasts at least 3M + p/2-1 and every rank, with
+    3M units of its own, idles at least p/2-1. DualPipe idles exactly that."""
+    return p // 2 - 1, "np/2-1 forwards: the middle ranks' wait for their first micro-batch"
+
+
+def dualpipe_in_flight(p):
+    """DualPipe's most micro-batches in flight on a rank (forwarded, not yet backward,
+    both chunks together): p+1, its paper's "activation per device: PP+1"."""
+    return p + 1
+
+
+def dualpipe_calls(p, m, layers, ops=None):
+    """{rank: [StageCall]} of DualPipe's definition (or ops(p, m, r)) on a model whose
+    stages are layers[s] = (first, count)."""
+    import harness
+    ops = ops or dualpipe
+    return {r: [harness.StageCall(o.op, o.mb, o.chunk, 0.0, 0.0,
+                                  *layers[dualpipe_stage(p, o.chunk, r)])
+                for o in ops(p, m, r)] for r in range(p)}
+
+
+def dualpipe_problems(ps=(2, 4, 6, 8), extra=(0, 2, 4, 6)):
+    """DualPipe's definition against its claims, for make test: every micro-batch forwarded
+    and backward once per stage on its half's chunks, every split backward's W run after
+    it; replayed in unit time it runs, idles exactly dualpipe_idle on every rank, keeps at
+    most dualpipe_in_flight; and a full backward in place of every split one idles more
+    at p >= 4 (the zero-bubble parts matter). [] when all hold."""
+    from lectures.lc5_pp.pp import in_flight
+    bad = []
+    for p in ps:
+        for m in (2 * p + e for e in extra):
+            layers = {s: (s, 1) for s in range(p)}
+            logs = dualpipe_calls(p, m, layers)
+            for r, calls in logs.items():
+                for c in (0, 1):
+                    mine = [x for x in calls if x.chunk == c]
+                    want = range(m // 2 * c, m // 2 * (c + 1))
+                    for op in ("F", "BI"):
+                        got = sorted(x.mb for x in mine if x.op in op)
+                        if got != list(want):
+                            bad.append(f"p={p} M={m} rank {r} chunk {c}: {op} of {got}")
+                    split = [x.mb for x in mine if x.op == "I"]
+                    if sorted(x.mb for x in mine if x.op == "W") != sorted(split):
+                        bad.append(f"p={p} M={m} rank {r} chunk {c}: W's do not match I's")
+            rp = replay(logs, p)
+            idle = sorted({rp.idle(r) for r in range(p)})
+            if rp.stuck or idle != [dualpipe_idle(p)[0]]:
+                bad.append(f"p={p} M={m}: idle {idle}, bound {dualpipe_idle(p)[0]}, "
+                           f"stuck {rp.stuck}")
+            most = max(in_flight(calls) for calls in logs.values())
+            if most > dualpipe_in_flight(p):
+                bad.append(f"p={p} M={m}: {most} in flight, DualPipe keeps "
+                           f"{dualpipe_in_flight(p)}")
+
+            def unsplit(p_, m_, r_):
+                return [Op("B", o.mb, o.chunk) if o.op == "I" else o
+                        for o in dualpipe(p_, m_, r_) if o.op != "W"]
+            full = replay(dualpipe_calls(p, m, layers, unsplit), p)
+            if p >= 4 and min(full.idle(r) for r in range(p)) <= dualpipe_idle(p)[0]:
+                bad.append(f"p={p} M={m}: without the split backwards the idle is still "
+                           f"{full.idle(0)} (negative control)")
+    return bad
