@@ -52,6 +52,10 @@ def bubble_interleaved(p, m, v):
     return (p - 1) / (v * m + p - 1)
 
 
+def bubble_dual(p, m, v):
+    return (p // 2 - 1) / (3 * m + p // 2 - 1)
+
+
 def bubble_zb(p, m, v):
     return (p - 1) / (3 * m + p - 1) if m >= p else None
 
@@ -62,7 +66,7 @@ SCHEDULES = {
     "1f1b": ("pp_1f1b", 1, bubble_gpipe, "(p-1)/(M+p-1)"),
     "interleaved": ("pp_interleaved", 2, bubble_interleaved, "(p-1)/(vM+p-1)"),
     "zb_h1": ("pp_zero_bubble", 1, bubble_zb, "(p-1)/(3M+p-1)"),
-    "dualpipe": ("pp_dualpipe", 2, None, "see docs"),
+    "dualpipe": ("pp_dualpipe", 2, bubble_dual, "(p/2-1)/(3M+p/2-1)"),
 }
 MS = "1,2,4,8,16"
 # The docs' picture: every written schedule at np 4, M 8, replayed in unit time from the
@@ -134,16 +138,14 @@ def write_plan(work, plan, args):
 
 
 def inputs_of(case, rng):
-    extra = getattr(pp, "dualpipe_inputs", None)
-    if case["fn"] == "pp_dualpipe_step" and extra:
-        return extra(case, rng)
+    if case["fn"] == "pp_dualpipe_step":
+        return pp.dual_inputs(case, rng)
     return pp.pipeline_inputs(case, rng)
 
 
 def reference_of(case, inputs):
-    extra = getattr(pp, "dualpipe_reference", None)
-    if case["fn"] == "pp_dualpipe_step" and extra:
-        return extra(case, inputs)
+    if case["fn"] == "pp_dualpipe_step":
+        return pp.dual_reference(case, inputs)
     return pp.pipeline_reference(case, inputs)
 
 
