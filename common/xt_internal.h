@@ -268,9 +268,15 @@ enum {
 extern const char *const xti_fn_name[XTI_NFN]; /* "MPI_Send", ... */
 extern const int xti_fn_cat[XTI_NFN];          /* XTI_CAT_* */
 const char *xti_cat_name(int cat);             /* "p2p", "coll", ... */
-/* 'c' the running case's communicator, 'w' world, 's' self, 'o' any other. */
+/* 'c' the running case's communicator, 'w' world, 's' self, 1.. a group named by
+ * xti_comm_set_group, 'o' any other. */
 char xti_comm_kind(MPI_Comm comm);
-const char *xti_comm_kind_name(char kind); /* "case", "world", "self", "other" */
+/* "case", "world", "self", "other", or for a named group "other@<name>" ("other@pp"). */
+const char *xti_comm_kind_name(char kind);
+/* Names comm as a group of libxt's making (a process mesh's "dp", "pp", "tp", "mesh"), so that
+ * the record says which group a message went on; NULL forgets comm (before freeing it). */
+void xti_comm_set_group(MPI_Comm comm, const char *name);
+const char *xti_comm_group(char kind); /* "pp" for a named group's kind, else NULL */
 
 /* ----------------------------------------------------------------- layer 2 */
 
