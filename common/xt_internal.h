@@ -14,7 +14,7 @@
  *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c mesh.c
  *   4 pmpi.c record.c nn.c
  *   5 case.c transformer.c stage.c
- *   6 case_run.c train.c
+ *   6 case_run.c train.c tp_stage.c
  *   7 init.c
  *   8 cuda.cu
  */
@@ -26,7 +26,8 @@
  * for a debugger, the PMPI wrappers, the case record), the process mesh
  * (mesh.c) and the numeric layer (nn.c); then the case protocol (5-6: one
  * case, the case runner, the training harness) beside the transformer pieces
- * and the pipeline stage (stage.c, whose calls the case record logs); then
+ * and the pipeline stages (stage.c, and tp_stage.c, the tensor-parallel decoder
+ * stage built on the transformer pieces; the case record logs their calls); then
  * init/main (7); the CUDA helpers sit above every C file. Code that only one
  * lecture's programs share is not here: it
  * is that lecture's lecture.c.
@@ -444,6 +445,9 @@ int xti_case_describe(const void *addr, char *out, size_t cap);
 
 /* train.c */
 /* (nothing internal) */
+
+/* tp_stage.c */
+/* (nothing internal: xt_tp_stage_*) */
 
 /* ----------------------------------------------------------------- layer 7 */
 
