@@ -12,13 +12,15 @@ from lectures.lc5_pp.schedule import demo_timeline
 from lectures.lc5_pp.schedules import pp_gpipe_step
 from lectures.lc5_pp.onefb import pp_1f1b_step
 from lectures.lc5_pp.zero_bubble import pp_zero_bubble_step
+from lectures.lc5_pp.parallel_3d import parallel_3d_step
 
 TITLE = "pipeline parallelism"
 
-TESTS = [pp_gpipe_step, pp_1f1b_step, pp_zero_bubble_step]
+TESTS = [pp_gpipe_step, pp_1f1b_step, pp_zero_bubble_step, parallel_3d_step]
 
 DEMOS = {"pp_gpipe": ["gradients agree with one process: yes"],
          "pp_1f1b": ["gradients agree with one process: yes"],
-         "pp_zero_bubble": ["gradients agree with one process: yes"]}
+         "pp_zero_bubble": ["gradients agree with one process: yes"],
+         "parallel_3d": ["every rank's shard agree with one process: yes"]}
 
 DEMO_AFTER = demo_timeline
