@@ -164,7 +164,9 @@ void xti_describe_call(char *out, size_t cap, double now, int with_time, int *in
     }
     const char *group = xti_comm_group(c.comm); /* a mesh's "pp" */
     char named[32] = "";
-    if (group)
+    if (group && strcmp(group, "mesh") == 0)
+        snprintf(named, sizeof named, " on the mesh's own communicator");
+    else if (group)
         snprintf(named, sizeof named, " on the %s group", group);
     const char *on = c.comm == 'w'   ? " on MPI_COMM_WORLD"
                      : c.comm == 's' ? " on MPI_COMM_SELF"
