@@ -8,7 +8,7 @@ How the step was computed is checked from the stage calls each rank logged
 from every point-to-point message (PMPI).
 """
 
-from lectures.lc5_pp.schedule import demo_timeline
+from lectures.lc5_pp.schedule import demo_timeline_first_step
 from lectures.lc5_pp.schedules import pp_gpipe_step
 from lectures.lc5_pp.onefb import pp_1f1b_step
 from lectures.lc5_pp.zero_bubble import pp_zero_bubble_step
@@ -23,4 +23,4 @@ DEMOS = {"pp_gpipe": ["gradients agree with one process: yes"],
          "pp_zero_bubble": ["gradients agree with one process: yes"],
          "parallel_3d": ["every rank's shard agree with one process: yes"]}
 
-DEMO_AFTER = demo_timeline
+DEMO_AFTER = demo_timeline_first_step

@@ -406,3 +406,49 @@ def demo_timeline(exercise, np_, directory):
     with open(path, "w") as f:
         f.write(svg_timeline(rp, ranks, title))
     print(f"(drawn in {path})")
+
+
+# ------------------------------------------------------- demos of several steps
+
+def first_step(calls):
+    """A rank's logged calls up to the end of its first training step: cut before the
+    first forward of a micro-batch (and chunk) that this rank has forwarded already, which
+    only the next step does. A one-step log is returned whole."""
+    seen = set()
+    for i, c in enumerate(calls):
+        if c.op == "F":
+            if (c.mb, c.chunk) in seen:
+                return calls[:i]
+            seen.add((c.mb, c.chunk))
+    return calls
+
+
+def demo_timeline_first_step(exercise, np_, directory):
+    """demo_timeline for demos that train several steps (micro-batch numbers start again
+    each step, which the replay cannot tell apart): only each rank's first step is
+    replayed and drawn. A one-step demo's picture is demo_timeline's."""
+    import os
+    logs = {r: first_step(calls) for r, calls in read_logs(directory).items()}
+    if not logs:
+        return
+    whole = read_logs(directory)
+    cut = any(len(logs[r]) < len(whole[r]) for r in logs)
+    nlayers = max(c.first + c.count for calls in logs.values() for c in calls)
+    rp = replay(logs, nlayers)
+    if rp.stuck:
+        print("timeline: the logged order cannot run: " +
+              "; ".join(f"rank {r}'s {op} waits for {why}" for r, op, why in rp.stuck))
+        return
+    ranks = sorted(logs)
+    print(text_timeline(rp, ranks, f"the stage calls{' of step 1' if cut else ''}, replayed in "
+                                   f"unit time (F=1, B=2, I=W=1):"))
+    print(f"  {legend(rp)}")
+    print("  " + idle_line(rp, ranks))
+    title = f"{exercise}, np={np_}{', step 1' if cut else ''}: {idle_line(rp, ranks)}"
+    os.makedirs(os.path.join("build", "timelines"), exist_ok=True)
+    path = os.path.join("build", "timelines", f"{exercise}.np{np_}.svg")
+    # Wide enough for the title (14 px monospace, some 8.5 px a character).
+    unit = max(22.0, (8.5 * len(title) - 16) / max(1, rp.makespan))
+    with open(path, "w") as f:
+        f.write(svg_stack([(rp, ranks, title)], unit))
+    print(f"(drawn in {path})")
