@@ -41,9 +41,9 @@ enum { FORWARDED = 1, LOSS_DONE };
 
 /* One micro-batch in flight. */
 typedef struct {
-    int mb, batch, T, state; /* state 0: the slot is free */
-    int *tokens;             /* the first stage's, for the embedding's gradient */
-    tp_saved *saved;         /* one per block */
+    int mb, batch, T, state;                 /* state 0: the slot is free */
+    int *tokens;                             /* the first stage's, for the embedding's gradient */
+    tp_saved *saved;                         /* one per block */
     float *x, *hf, *rstd, *logits, *dlogits; /* the last stage's head */
 } slot;
 
@@ -128,8 +128,8 @@ xt_tp_stage *xt_tp_stage_new(const xt_decoder_shape *shape, int vocab, int layer
              "multiples of the ranks (no KV head is shared), and hkv must divide hq",
              s->hq, s->hkv, np);
     XT_CHECK(s->ff >= np && vocab >= np,
-             "xt_tp_stage_new: %d hidden units and a vocabulary of %d over %d ranks", s->ff,
-             vocab, np);
+             "xt_tp_stage_new: %d hidden units and a vocabulary of %d over %d ranks", s->ff, vocab,
+             np);
     xt_block(vocab, np, r, &s->v_lo, &s->v_count);
     xt_block(s->ff, np, r, &s->ff_lo, &s->ff_local);
     s->hq_local = s->hq / np, s->q_lo = r * s->hq_local;
@@ -274,8 +274,8 @@ static void embed(const xt_tp_stage *s, const int *tokens, int n, float *y)
     int d = s->d;
     for (int i = 0; i < n; i++) {
         XT_CHECK(tokens[i] >= 0 && tokens[i] < s->vocab,
-                 "xt_tp_stage_forward: token %d at %d is outside the vocabulary 0 .. %d",
-                 tokens[i], i, s->vocab - 1);
+                 "xt_tp_stage_forward: token %d at %d is outside the vocabulary 0 .. %d", tokens[i],
+                 i, s->vocab - 1);
         int t = tokens[i] - s->v_lo;
         if (t >= 0 && t < s->v_count)
             memcpy(y + (size_t)i * d, s->embed + (size_t)t * d, sizeof(float) * d);
@@ -304,8 +304,8 @@ static void block_forward(const xt_tp_stage *s, int l, const float *x, float *y,
     xt_linear_forward(sv->q, sv->h1, b->wq, NULL, n, d, qw);
     xt_linear_forward(sv->k, sv->h1, b->wk, NULL, n, d, kvw);
     xt_linear_forward(sv->v, sv->h1, b->wv, NULL, n, d, kvw);
-    xt_attention_forward(sv->o, sv->lse, sv->q, sv->k, sv->v, batch, T, s->hq_local,
-                         s->hkv_local, s->hd);
+    xt_attention_forward(sv->o, sv->lse, sv->q, sv->k, sv->v, batch, T, s->hq_local, s->hkv_local,
+                         s->hd);
     xt_linear_forward(sv->a, sv->o, b->wo, NULL, n, qw, d);
     sum_over(s->comm, sv->a, (long)n * d); /* g: the heads' partial outputs */
     for (long i = 0; i < (long)n * d; i++)
@@ -405,8 +405,8 @@ static float cross_entropy(const xt_tp_stage *s, const float *logits, const int 
     MPI_Allreduce(MPI_IN_PLACE, max, n, MPI_FLOAT, MPI_MAX, s->comm);
     for (int i = 0; i < n; i++) {
         XT_CHECK(targets[i] >= 0 && targets[i] < s->vocab,
-                 "xt_tp_stage_loss: target %d at %d is outside the vocabulary 0 .. %d",
-                 targets[i], i, s->vocab - 1);
+                 "xt_tp_stage_loss: target %d at %d is outside the vocabulary 0 .. %d", targets[i],
+                 i, s->vocab - 1);
         float sum = 0;
         for (int j = 0; j < vc; j++)
             sum += dlogits[(size_t)i * vc + j] = expf(logits[(size_t)i * vc + j] - max[i]);
@@ -548,8 +548,9 @@ void xt_tp_stage_backward(xt_tp_stage *s, int mb, const float *dy, float *dx)
         xt_rmsnorm_backward(g, s->dfinal_norm, dh, t->x, s->final_norm, t->rstd, n, d);
         xt_free(dh);
     } else {
-        XT_CHECK(dy, "xt_tp_stage_backward(micro-batch %d): dy is NULL on a stage that is not "
-                     "the last",
+        XT_CHECK(dy,
+                 "xt_tp_stage_backward(micro-batch %d): dy is NULL on a stage that is not "
+                 "the last",
                  mb);
         memcpy(g, dy, sizeof(float) * (size_t)nd);
     }
@@ -563,8 +564,9 @@ void xt_tp_stage_backward(xt_tp_stage *s, int mb, const float *dy, float *dx)
                     s->dembed[(size_t)tok * d + j] += g[(size_t)i * d + j];
         }
     } else {
-        XT_CHECK(dx, "xt_tp_stage_backward(micro-batch %d): dx is NULL on a stage that is not "
-                     "the first",
+        XT_CHECK(dx,
+                 "xt_tp_stage_backward(micro-batch %d): dx is NULL on a stage that is not "
+                 "the first",
                  mb);
         memcpy(dx, g, sizeof(float) * (size_t)nd);
     }

@@ -522,8 +522,8 @@ xt_tp_stage *xt_tp_stage_new(const xt_decoder_shape *shape, int vocab, int layer
 void xt_tp_stage_free(xt_tp_stage *s);
 long xt_tp_stage_nparams(const xt_tp_stage *s); /* this rank's shard: floats */
 float *xt_tp_stage_params(xt_tp_stage *s);      /* xt_alloc XT_MEM_PARAMS, in the order above */
-float *xt_tp_stage_grads(xt_tp_stage *s); /* XT_MEM_GRADS, zeroed at creation; backward adds */
-int xt_tp_stage_d(const xt_tp_stage *s);  /* the width of what passes between stages */
+float *xt_tp_stage_grads(xt_tp_stage *s);    /* XT_MEM_GRADS, zeroed at creation; backward adds */
+int xt_tp_stage_d(const xt_tp_stage *s);     /* the width of what passes between stages */
 int xt_tp_stage_first(const xt_tp_stage *s); /* its first block */
 int xt_tp_stage_count(const xt_tp_stage *s); /* its number of blocks */
 int xt_tp_stage_is_first(const xt_tp_stage *s);

@@ -107,9 +107,9 @@ static void run_case(xt_case *c)
     int first = xt_tp_stage_is_first(stage), last = xt_tp_stage_is_last(stage);
     for (int s = 0; s < steps; s++) {
         long at = (long)s * m.seqs * m.T;
-        float loss = parallel_3d_step(stage, &mesh, first ? (const int *)tokens.data + at : NULL,
-                                      last ? (const int *)targets.data + at : NULL, m.seqs, m.T,
-                                      m.M, &h);
+        float loss =
+            parallel_3d_step(stage, &mesh, first ? (const int *)tokens.data + at : NULL,
+                             last ? (const int *)targets.data + at : NULL, m.seqs, m.T, m.M, &h);
         char name[24];
         snprintf(name, sizeof name, "step%d_loss", s + 1);
         if (last)
@@ -127,8 +127,8 @@ static void run_case(xt_case *c)
 
 /* One process's step on the whole batch, from libxt's single-process pieces: the embedding,
  * the decoder blocks, the final norm, the head, the mean cross-entropy, AdamW. */
-static float single_step(const p3d_model *m, float *w, float *g, float *mom, float *vel,
-                         long step, const int *tokens, const int *targets, const xt_adam *h)
+static float single_step(const p3d_model *m, float *w, float *g, float *mom, float *vel, long step,
+                         const int *tokens, const int *targets, const xt_adam *h)
 {
     int V = m->vocab, d = m->shape.d, n = m->seqs * m->T, L = m->layers;
     long nd = (long)n * d, total = full_size(m), blk = xt_decoder_layout_of(&m->shape).total;
@@ -159,14 +159,15 @@ static float single_step(const p3d_model *m, float *w, float *g, float *mom, flo
 }
 
 /*
- * A four-block decoder (vocab 29, d 8, 4 query heads on 2 KV heads) trained for 4 steps
+ * A four-block decoder (vocab 29, d 8, 4 query heads on 2 KV heads) trained for 5 steps
  * of 4 sequences per data share in 4 micro-batches on a mesh made from np (8: 2 x 2 x 2;
  * 4: 1 x 2 x 2); each step's loss beside one process's on the whole batch, and at the end
- * every rank's shard against the same slice of the single process's parameters.
+ * every rank's shard against the same slice of the single process's parameters. make
+ * demo then draws the first step's stage calls of one pp group.
  */
 static void demo(MPI_Comm comm)
 {
-    enum { STEPS = 4, MB = 4 };
+    enum { STEPS = 5, MB = 4 };
     int np;
     MPI_Comm_size(comm, &np);
     int tp = np % 2 ? 1 : 2, pp = (np / tp) % 2 ? 1 : 2, dp = np / (tp * pp);
@@ -189,7 +190,7 @@ static void demo(MPI_Comm comm)
         tokens[i] = (int)xt_rng_below(&r, (uint64_t)m.vocab);
         targets[i] = (tokens[i] * 5 + 3) % m.vocab; /* a rule worth learning */
     }
-    xt_adam h = {0.02f, 0.9f, 0.95f, 1e-3f, 0.01f};
+    xt_adam h = {0.05f, 0.9f, 0.95f, 1e-3f, 0.01f};
     xt_tp_stage *stage = stage_of(&m, w0, &mesh);
     xt_printf_root(comm,
                    "decoder: vocab %d, d %d, %d blocks, %d/%d heads, ff %d; %d sequences "
@@ -224,6 +225,17 @@ static void demo(MPI_Comm comm)
     MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, comm);
     xt_printf_root(comm, "losses and every rank's shard agree with one process: %s (%.1e)\n",
                    worst <= 1e-4 && err <= 1e-3 ? "yes" : "NO", fmax(worst, err));
+    /* make demo draws the stage log (XT_STAGE_LOG): only the pp group of dp 0, tp 0 keeps
+     * it, as every other replica and tensor slice runs the same schedule. */
+    if (xt_mesh_coord(&mesh, "dp") != 0 || xt_mesh_coord(&mesh, "tp") != 0)
+        unsetenv("XT_STAGE_LOG");
+    char slice[64] = "";
+    for (int p = 0, at = 0; p < pp; p++)
+        at += snprintf(slice + at, sizeof slice - (size_t)at, "%s%d", p ? ", " : "", p * tp);
+    xt_printf_root(comm,
+                   "the timeline shows ranks %s: the pp group of dp 0, tp 0 (the rest "
+                   "alike)\n",
+                   slice);
     xt_tp_stage_free(twin);
     xt_tp_stage_free(stage);
     xt_mesh_free(&mesh);

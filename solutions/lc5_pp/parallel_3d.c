@@ -163,9 +163,9 @@ static void run_case(xt_case *c)
     int first = xt_tp_stage_is_first(stage), last = xt_tp_stage_is_last(stage);
     for (int s = 0; s < steps; s++) {
         long at = (long)s * m.seqs * m.T;
-        float loss = parallel_3d_step(stage, &mesh, first ? (const int *)tokens.data + at : NULL,
-                                      last ? (const int *)targets.data + at : NULL, m.seqs, m.T,
-                                      m.M, &h);
+        float loss =
+            parallel_3d_step(stage, &mesh, first ? (const int *)tokens.data + at : NULL,
+                             last ? (const int *)targets.data + at : NULL, m.seqs, m.T, m.M, &h);
         char name[24];
         snprintf(name, sizeof name, "step%d_loss", s + 1);
         if (last)
@@ -183,8 +183,8 @@ static void run_case(xt_case *c)
 
 /* One process's step on the whole batch, from libxt's single-process pieces: the embedding,
  * the decoder blocks, the final norm, the head, the mean cross-entropy, AdamW. */
-static float single_step(const p3d_model *m, float *w, float *g, float *mom, float *vel,
-                         long step, const int *tokens, const int *targets, const xt_adam *h)
+static float single_step(const p3d_model *m, float *w, float *g, float *mom, float *vel, long step,
+                         const int *tokens, const int *targets, const xt_adam *h)
 {
     int V = m->vocab, d = m->shape.d, n = m->seqs * m->T, L = m->layers;
     long nd = (long)n * d, total = full_size(m), blk = xt_decoder_layout_of(&m->shape).total;
@@ -288,8 +288,10 @@ static void demo(MPI_Comm comm)
     char slice[64] = "";
     for (int p = 0, at = 0; p < pp; p++)
         at += snprintf(slice + at, sizeof slice - (size_t)at, "%s%d", p ? ", " : "", p * tp);
-    xt_printf_root(comm, "the timeline shows ranks %s: the pp group of dp 0, tp 0 (the rest "
-                         "alike)\n", slice);
+    xt_printf_root(comm,
+                   "the timeline shows ranks %s: the pp group of dp 0, tp 0 (the rest "
+                   "alike)\n",
+                   slice);
     xt_tp_stage_free(twin);
     xt_tp_stage_free(stage);
     xt_mesh_free(&mesh);

@@ -395,14 +395,15 @@ ORDER = hinted(one_f_one_b_order,
                "min(pp-p-1, M) forwards, then one forward and one backward at a time, then "
                "the backwards left; every step the same")
 ON_PP = hinted(messages_on_pp,
-               "cause: activations and gradients must travel on the pp group "
-               "(xt_mesh_group(mesh, \"pp\")), peers named by the pp coordinate: the mesh's "
-               "own communicator, the case's or the world number the ranks differently and "
-               "mix the groups' traffic")
+               "cause: point to point, a step sends each micro-batch's activations to the next "
+               "pp stage and its gradient back, on the pp group (xt_mesh_group(mesh, \"pp\"), "
+               "peers named by the pp coordinate), and nothing else: the mesh's own "
+               "communicator, the case's or the world number the ranks differently")
 ON_GROUPS = hinted(collectives_on_groups,
-                   "cause: the gradients are averaged over the data group only "
-                   "(xt_mesh_group(mesh, \"dp\")): the replicas of one shard; the stage's "
-                   "tensor parallelism runs on the tp group it was built with")
+                   "cause: a step's own collectives are one all-reduce of the stage's gradients "
+                   "on the dp group (xt_mesh_group(mesh, \"dp\")) and, on the last stage, one "
+                   "of the loss; the stage does its tensor parallelism's on the tp group it was "
+                   "built with; nothing else, on no other communicator")
 
 
 @test("parallel_3d", points=20, inputs=p3d_inputs, reference=p3d_reference,
