@@ -47,10 +47,10 @@ float parallel_3d_step(xt_tp_stage *stage, const xt_mesh *mesh, const int *token
      *   order. The stage's calls are exactly 1F1B's for this rank's pp coordinate;
      *   activations and their gradients go as MPI_FLOAT point to point on the pp group only,
      *   one message per micro-batch each way (MPI_Send is synchronous when graded). The
-     *   stage's grads start at zero and end as the whole batch's mean-loss gradient: one
-     *   MPI_Allreduce of them on the dp group; then xt_tp_stage_adam. Returns the whole
-     *   batch's mean loss on the last pp stage (one all-reduce of it on dp; anything
-     *   elsewhere). Nothing on any other communicator.
+     *   stage's grads (zero them: they hold the last step's) end as the whole batch's
+     *   mean-loss gradient: one MPI_Allreduce of them on the dp group; then xt_tp_stage_adam.
+     *   Returns the whole batch's mean loss on the last pp stage (one all-reduce of it on
+     *   dp; anything elsewhere). Nothing on any other communicator.
      */
     // BEGIN SOLUTION
     MPI_Comm pp = xt_mesh_group(mesh, "pp"), dp = xt_mesh_group(mesh, "dp");
