@@ -162,9 +162,15 @@ void xti_describe_call(char *out, size_t cap, double now, int with_time, int *in
     } else {
         snprintf(args, sizeof args, "%ld B, %d ranks", c.bytes, c.comm_np);
     }
+    const char *group = xti_comm_group(c.comm); /* a mesh's "pp" */
+    char named[32] = "";
+    if (group && strcmp(group, "mesh") == 0)
+        snprintf(named, sizeof named, " on the mesh's own communicator");
+    else if (group)
+        snprintf(named, sizeof named, " on the %s group", group);
     const char *on = c.comm == 'w'   ? " on MPI_COMM_WORLD"
                      : c.comm == 's' ? " on MPI_COMM_SELF"
-                                     : "";
+                                     : named;
     if (with_time)
         snprintf(out, cap, "%s(%s)%s for %.1f s", name, args, on, now - c.since);
     else

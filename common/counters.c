@@ -149,7 +149,8 @@ void xt_mpi_stats_write(const char *path)
 void xti_counters_write(FILE *f)
 {
     write_table(f, stats);
-    fprintf(f, "# event: function S|R|C peer tag bytes communicator(case|world|self|other) "
+    fprintf(f, "# event: function S|R|C peer tag bytes "
+               "communicator(case|world|self|other|other@<mesh group>) "
                "[libxt computation running[:layer whose hook runs]]\n");
     for (long i = 0; i < n_events; i++) {
         const event *e = &events[i];

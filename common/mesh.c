@@ -2,7 +2,9 @@
  * mesh.c: the process mesh. One description ("dp=2,pp=2,tp=2") lays the ranks
  * of a communicator out on a grid, the last dimension varying fastest, and
  * every dimension's groups (the ranks that differ from this one only along
- * it) get their communicator, split from a duplicate of the parent.
+ * it) get their communicator, split from a duplicate of the parent. Each is
+ * named after its dimension (and the duplicate "mesh"), so that the case
+ * record says on which group each message went.
  */
 #include "xt_internal.h"
 
@@ -76,6 +78,9 @@ static void parse(xt_mesh *m, const char *description)
         for (int d = 0; d < m->ndims; d++)
             if (strcmp(m->names[d], name) == 0)
                 xt_die("mesh \"%s\": the dimension %s is named twice", description, name);
+        if (strcmp(name, "mesh") == 0)
+            xt_die("mesh \"%s\": \"mesh\" names the mesh's own communicator, not a dimension",
+                   description);
         s += n;
         if (*s != '=')
             xt_die("mesh \"%s\": expected '=' after %s", description, name);
@@ -125,6 +130,14 @@ void xt_mesh_init(xt_mesh *m, const char *description, MPI_Comm comm)
     }
     for (int d = m->ndims; d < XT_MESH_MAX_DIMS; d++)
         m->group[d] = MPI_COMM_NULL;
+    /* Named after what they are, for MPI's tools and for the record: a message on the pp
+     * group is logged on "other@pp", one on the mesh's own communicator on "other@mesh". */
+    PMPI_Comm_set_name(m->comm, "mesh");
+    xti_comm_set_group(m->comm, "mesh");
+    for (int d = 0; d < m->ndims; d++) {
+        PMPI_Comm_set_name(m->group[d], m->names[d]);
+        xti_comm_set_group(m->group[d], m->names[d]);
+    }
 }
 
 static int dim_of(const xt_mesh *m, const char *name, const char *who)
@@ -170,10 +183,14 @@ int xt_mesh_rank_of(const xt_mesh *m, const int *coords)
 void xt_mesh_free(xt_mesh *m)
 {
     for (int d = 0; d < XT_MESH_MAX_DIMS; d++)
-        if (m->group[d] != MPI_COMM_NULL)
+        if (m->group[d] != MPI_COMM_NULL) {
+            xti_comm_set_group(m->group[d], NULL);
             PMPI_Comm_free(&m->group[d]);
-    if (m->comm != MPI_COMM_NULL)
+        }
+    if (m->comm != MPI_COMM_NULL) {
+        xti_comm_set_group(m->comm, NULL);
         PMPI_Comm_free(&m->comm);
+    }
     m->ndims = 0;
 }
 

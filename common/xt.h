@@ -231,7 +231,10 @@ typedef struct {
  * dimension varies fastest (rank = ((c0 * s1) + c1) * s2 + c2), so tensor
  * parallelism, listed last, groups neighbouring ranks as Megatron and
  * picotron do. Collective over comm; dies with a clear message on a bad
- * description or a product that is not the size.
+ * description or a product that is not the size. Each group's communicator
+ * is named after its dimension (MPI_Comm_get_name), the mesh's own "mesh"
+ * (no dimension may be called that), and a case record logs a message on one
+ * as "other@<name>" (docs/grader.md).
  */
 void xt_mesh_init(xt_mesh *m, const char *description, MPI_Comm comm);
 MPI_Comm xt_mesh_group(const xt_mesh *m, const char *name); /* dies on an unknown name */

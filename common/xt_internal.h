@@ -14,7 +14,7 @@
  *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c mesh.c
  *   4 pmpi.c record.c nn.c
  *   5 case.c transformer.c stage.c
- *   6 case_run.c train.c
+ *   6 case_run.c train.c tp_stage.c
  *   7 init.c
  *   8 cuda.cu
  */
@@ -26,7 +26,8 @@
  * for a debugger, the PMPI wrappers, the case record), the process mesh
  * (mesh.c) and the numeric layer (nn.c); then the case protocol (5-6: one
  * case, the case runner, the training harness) beside the transformer pieces
- * and the pipeline stage (stage.c, whose calls the case record logs); then
+ * and the pipeline stages (stage.c, and tp_stage.c, the tensor-parallel decoder
+ * stage built on the transformer pieces; the case record logs their calls); then
  * init/main (7); the CUDA helpers sit above every C file. Code that only one
  * lecture's programs share is not here: it
  * is that lecture's lecture.c.
@@ -268,9 +269,15 @@ enum {
 extern const char *const xti_fn_name[XTI_NFN]; /* "MPI_Send", ... */
 extern const int xti_fn_cat[XTI_NFN];          /* XTI_CAT_* */
 const char *xti_cat_name(int cat);             /* "p2p", "coll", ... */
-/* 'c' the running case's communicator, 'w' world, 's' self, 'o' any other. */
+/* 'c' the running case's communicator, 'w' world, 's' self, 1.. a group named by
+ * xti_comm_set_group, 'o' any other. */
 char xti_comm_kind(MPI_Comm comm);
-const char *xti_comm_kind_name(char kind); /* "case", "world", "self", "other" */
+/* "case", "world", "self", "other", or for a named group "other@<name>" ("other@pp"). */
+const char *xti_comm_kind_name(char kind);
+/* Names comm as a group of libxt's making (a process mesh's "dp", "pp", "tp", "mesh"), so that
+ * the record says which group a message went on; NULL forgets comm (before freeing it). */
+void xti_comm_set_group(MPI_Comm comm, const char *name);
+const char *xti_comm_group(char kind); /* "pp" for a named group's kind, else NULL */
 
 /* ----------------------------------------------------------------- layer 2 */
 
@@ -438,6 +445,9 @@ int xti_case_describe(const void *addr, char *out, size_t cap);
 
 /* train.c */
 /* (nothing internal) */
+
+/* tp_stage.c */
+/* (nothing internal: xt_tp_stage_*) */
 
 /* ----------------------------------------------------------------- layer 7 */
 

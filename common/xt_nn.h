@@ -13,7 +13,8 @@
  *   - SGD, AdamW, bf16 rounding;
  *   - the transformer pieces (transformer.c): RMSNorm, SiLU and the SwiGLU MLP,
  *     causal grouped-query attention with its log-sum-exp, the embedding, and a
- *     decoder block made of them.
+ *     decoder block made of them;
+ *   - a tensor-parallel pipeline stage of a decoder language model (tp_stage.c).
  *
  * Every matrix is row-major float32. A linear layer computes y = x W + b with
  * x rows x in, W in x out, b of length out. Backward functions accumulate
@@ -480,6 +481,70 @@ xt_decoder_cache *xt_decoder_forward(float *y, const float *x, const float *para
 /* dx overwritten; dparams += (same flat layout); either may be NULL; frees the cache. */
 void xt_decoder_backward(float *dx, float *dparams, const float *dy, const float *params,
                          xt_decoder_cache *cache);
+
+/* ------------------------------------------- tensor-parallel pipeline stage */
+
+/*
+ * A decoder language model's pipeline stage, tensor-parallel over `tp`
+ * (common/tp_stage.c): decoder blocks first .. first+count-1 of `layers`
+ * (shape as above), with the embedding when first is 0 (the first stage) and
+ * the final RMSNorm, the head and the cross-entropy when first + count is
+ * layers (the last). The whole model's parameters `full` lie flat as: the
+ * embedding E (vocab x d), every block in xt_decoder_layout's order, the final
+ * norm (d), the head (d x vocab); each rank keeps its shard, in that order:
+ *
+ *     embedding    rows of E of the vocabulary block xt_block(vocab, np, r)
+ *     each block   norm1 whole; the columns of Wq, Wk, Wv of query heads
+ *                  r hq/np .. and KV heads r hkv/np .. (hq and hkv must be
+ *                  multiples of np: no KV head is shared); Wo's matching rows;
+ *                  norm2 whole; hidden units xt_block(ff, np, r): columns of
+ *                  Wg and Wu, rows of Wd
+ *     final norm   whole; head: the columns of the vocabulary block
+ *
+ * Communication, all MPI_Allreduce on tp, per micro-batch of n = batch T
+ * tokens: forward 2 per block of n d floats, and on the first stage 1 more (the
+ * embedding); the loss 2 (a MAX of n, a SUM of 2n); backward 2 per block of n d,
+ * and on the last stage 1 more (the head's input gradient). Nothing else.
+ *
+ * Any number of micro-batches may be in flight, in any order: a forward keeps
+ * what its backward needs (XT_MEM_ACTIVATIONS) until that backward. Every
+ * forward and backward is logged as xt_stage's are ("S F|B mb chunk start end
+ * first count events", docs/grader.md), first and count being the stage's
+ * blocks. Misuse (a backward with no forward in flight, the loss on a stage
+ * that is not the last or twice, a micro-batch forwarded again while in
+ * flight) stops the run with a message. Collective over tp: every rank of it
+ * makes the same calls in the same order.
+ */
+typedef struct xt_tp_stage xt_tp_stage;
+
+xt_tp_stage *xt_tp_stage_new(const xt_decoder_shape *shape, int vocab, int layers,
+                             const float *full, int first, int count, MPI_Comm tp, int chunk);
+void xt_tp_stage_free(xt_tp_stage *s);
+long xt_tp_stage_nparams(const xt_tp_stage *s); /* this rank's shard: floats */
+float *xt_tp_stage_params(xt_tp_stage *s);      /* xt_alloc XT_MEM_PARAMS, in the order above */
+float *xt_tp_stage_grads(xt_tp_stage *s);    /* XT_MEM_GRADS, zeroed at creation; backward adds */
+int xt_tp_stage_d(const xt_tp_stage *s);     /* the width of what passes between stages */
+int xt_tp_stage_first(const xt_tp_stage *s); /* its first block */
+int xt_tp_stage_count(const xt_tp_stage *s); /* its number of blocks */
+int xt_tp_stage_is_first(const xt_tp_stage *s);
+int xt_tp_stage_is_last(const xt_tp_stage *s);
+/*
+ * Forward of micro-batch mb (>= 0), batch sequences of T tokens: the first stage reads
+ * tokens (batch T of them), any other x ((batch T) x d); y ((batch T) x d) is the stage's
+ * output, for the next stage (the last stage keeps its logits for the loss; y may be NULL).
+ */
+void xt_tp_stage_forward(xt_tp_stage *s, int mb, const int *tokens, const float *x, int batch,
+                         int T, float *y);
+/* Last stage only: the mean cross-entropy of mb's tokens against targets (batch T of them),
+ * the same on every rank of tp, and, kept for its backward, its gradient times scale. */
+float xt_tp_stage_loss(xt_tp_stage *s, int mb, const int *targets, float scale);
+/* Backward of mb: dy ((batch T) x d) from the next stage (NULL on the last: the loss's
+ * gradient); dx overwritten (ignored on the first stage, whose gradient ends in the
+ * embedding); grads +=; frees mb's activations. */
+void xt_tp_stage_backward(xt_tp_stage *s, int mb, const float *dy, float *dx);
+/* One AdamW step (xt_adam_update, step counting from 1) on the shard with its gradients; the
+ * moments are the stage's (XT_MEM_OPTIMIZER). */
+void xt_tp_stage_adam(xt_tp_stage *s, const xt_adam *h);
 
 #ifdef __cplusplus
 }

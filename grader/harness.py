@@ -58,6 +58,9 @@ class Event:
     comm: str  # case, world, self, other
     compute: str = ""  # the libxt computation it happened inside ("backward"), or ""
     compute_at: int = -1  # where in it: the layer whose hook was running, or -1
+    # For comm "other": the group libxt named it (a process mesh's "dp", "pp", "tp", or
+    # "mesh", its own communicator), written "other@pp"; "" for any other communicator.
+    group: str = ""
 
 
 @dataclasses.dataclass
@@ -117,8 +120,9 @@ def read_record(path):
         elif line.startswith("E "):
             _, fn, d, peer, tag, nbytes, comm, *inside = line.split()
             compute, _, at = (inside[0] if inside else "").partition(":")
+            comm, _, group = comm.partition("@")
             rec.events.append(Event(fn, d, int(peer), int(tag), int(nbytes), comm, compute,
-                                    int(at) if at else -1))
+                                    int(at) if at else -1, group))
         elif line.startswith("N "):
             _, kind, text = line.split(" ", 2)
             rec.notes.append((kind, text))

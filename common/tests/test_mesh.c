@@ -3,9 +3,11 @@
  * rank writes mesh.r<rank>.txt in --out: its coordinates, then for every
  * dimension the world ranks of its group in the group's order, for the
  * self-test to compare with numpy.arange(np).reshape(sizes); rank 0 prints
- * the mesh. --mode unknown asks for a group the mesh does not have.
+ * the mesh. --mode unknown asks for a group the mesh does not have. Every
+ * group's communicator must carry its dimension's name (MPI_Comm_get_name,
+ * and the kind a case record logs: "other@<name>"), the mesh's own "mesh".
  */
-#include "xt_harness.h"
+#include "xt_internal.h" /* xti_comm_kind: what the record logs a communicator as */
 
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +35,15 @@ int main(int argc, char **argv)
         int n, mine[8], theirs[8];
         MPI_Comm_size(g, &n);
         XT_CHECK(n == xt_mesh_size(&m, m.names[d]) && n <= 8, "%s: group of %d", m.names[d], n);
+        char name[MPI_MAX_OBJECT_NAME], kind[32];
+        int len;
+        MPI_Comm_get_name(g, name, &len);
+        snprintf(kind, sizeof kind, "other@%s", m.names[d]);
+        XT_CHECK(strcmp(name, m.names[d]) == 0, "%s: the group's communicator is named \"%s\"",
+                 m.names[d], name);
+        XT_CHECK(strcmp(xti_comm_kind_name(xti_comm_kind(g)), kind) == 0,
+                 "%s: its messages would be logged on \"%s\", not \"%s\"", m.names[d],
+                 xti_comm_kind_name(xti_comm_kind(g)), kind);
         MPI_Comm_rank(g, &mine[0]);
         XT_CHECK(mine[0] == xt_mesh_coord(&m, m.names[d]),
                  "%s: rank %d in its group, coordinate %d", m.names[d], mine[0],
@@ -48,6 +59,9 @@ int main(int argc, char **argv)
         fprintf(f, "\n");
     }
     MPI_Group_free(&world);
+    XT_CHECK(strcmp(xti_comm_kind_name(xti_comm_kind(m.comm)), "other@mesh") == 0,
+             "the mesh's own communicator would be logged on \"%s\"",
+             xti_comm_kind_name(xti_comm_kind(m.comm)));
     XT_CHECK(xt_mesh_rank_of(&m, m.coords) == xt_rank(), "xt_mesh_rank_of(own coordinates) is %d",
              xt_mesh_rank_of(&m, m.coords));
     fclose(f);

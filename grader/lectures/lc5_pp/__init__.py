@@ -10,18 +10,19 @@ from every point-to-point message (PMPI).
 
 from lectures.lc5_pp.basic import pp_basic_step, pp_layers
 from lectures.lc5_pp.checkpoint import checkpoint_step
+from lectures.lc5_pp.dualpipe import pp_dualpipe_refuses, pp_dualpipe_step
 from lectures.lc5_pp.interleaved import interleaved_refuses_m, pp_interleaved_step
 from lectures.lc5_pp.onefb import pp_1f1b_step
+from lectures.lc5_pp.parallel_3d import parallel_3d_step
 from lectures.lc5_pp.schedule import demo_timeline
 from lectures.lc5_pp.schedules import pp_gpipe_step
 from lectures.lc5_pp.zero_bubble import pp_zero_bubble_step
-from lectures.lc5_pp.dualpipe import pp_dualpipe_refuses, pp_dualpipe_step
 
 TITLE = "pipeline parallelism"
 
 TESTS = [checkpoint_step, pp_layers, pp_basic_step, pp_gpipe_step, pp_1f1b_step,
          pp_interleaved_step, interleaved_refuses_m, pp_zero_bubble_step, pp_dualpipe_step,
-         pp_dualpipe_refuses]
+         pp_dualpipe_refuses, parallel_3d_step]
 
 DEMOS = {"checkpoint": ["gradients agree with one process: yes"],
          "pp_basic": ["gradients agree with one process: yes"],
@@ -29,6 +30,7 @@ DEMOS = {"checkpoint": ["gradients agree with one process: yes"],
          "pp_1f1b": ["gradients agree with one process: yes"],
          "pp_interleaved": ["gradients agree with one process: yes"],
          "pp_zero_bubble": ["gradients agree with one process: yes"],
-         "pp_dualpipe": ["gradients agree with one process: yes"]}
+         "pp_dualpipe": ["gradients agree with one process: yes"],
+         "parallel_3d": ["every rank's shard agree with one process: yes"]}
 
 DEMO_AFTER = demo_timeline

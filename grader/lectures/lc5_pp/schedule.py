@@ -388,11 +388,15 @@ def idle_line(rp, ranks):
 
 def demo_timeline(exercise, np_, directory):
     """make demo's picture: the logged calls replayed in unit time, in the
-    terminal and as build/timelines/<exercise>.np<np>.svg."""
+    terminal and as build/timelines/<exercise>.np<np>.svg. A demo that trains
+    several steps starts its micro-batch numbers again each step, which the
+    replay cannot tell apart: only each rank's first step is drawn."""
     import os
-    logs = read_logs(directory)
+    whole = read_logs(directory)
+    logs = {r: first_step(calls) for r, calls in whole.items()}
     if not logs:
         return
+    cut = any(len(logs[r]) < len(whole[r]) for r in logs)
     nlayers = max(c.first + c.count for calls in logs.values() for c in calls)
     rp = replay(logs, nlayers)
     if rp.stuck:
@@ -400,15 +404,30 @@ def demo_timeline(exercise, np_, directory):
               "; ".join(f"rank {r}'s {op} waits for {why}" for r, op, why in rp.stuck))
         return
     ranks = sorted(logs)
-    print(text_timeline(rp, ranks, "the stage calls, replayed in unit time (F=1, B=2, I=W=1):"))
+    print(text_timeline(rp, ranks, f"the stage calls{' of step 1' if cut else ''}, replayed in "
+                                   f"unit time (F=1, B=2, I=W=1):"))
     print(textwrap.fill(legend(rp), 78, initial_indent="  ", subsequent_indent="  "))
     print("  " + idle_line(rp, ranks))
-    title = f"{exercise}, np={np_}: {idle_line(rp, ranks)}"
+    title = f"{exercise}, np={np_}{', step 1' if cut else ''}: {idle_line(rp, ranks)}"
     os.makedirs(os.path.join("build", "timelines"), exist_ok=True)
     path = os.path.join("build", "timelines", f"{exercise}.np{np_}.svg")
     with open(path, "w") as f:
         f.write(svg_timeline(rp, ranks, title))
     print(f"(drawn in {path})")
+
+
+def first_step(calls):
+    """A rank's logged calls up to the end of its first training step: cut before the
+    first forward of a micro-batch (and chunk) that this rank has forwarded already, which
+    only the next step does. A one-step log is returned whole."""
+    seen = set()
+    for i, c in enumerate(calls):
+        if c.op == "F":
+            if (c.mb, c.chunk) in seen:
+                return calls[:i]
+            seen.add((c.mb, c.chunk))
+    return calls
+
 
 
 # ---------------------------------------------------------------- DualPipe
