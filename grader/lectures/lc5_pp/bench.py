@@ -1,8 +1,8 @@
 """make bench LC=5 [NP=n] [SOL=0] [ARGS="..."]: lecture 5's pipeline
 schedules on a model whose stages cost the same, at np 2 (NP=n: that one).
 
-For each schedule whose program is written (pp_gpipe, pp_1f1b,
-pp_interleaved, pp_zero_bubble, pp_dualpipe) and each M, the program runs one
+For each schedule whose program is written (pp_basic at M = 1, pp_gpipe,
+pp_1f1b, pp_interleaved, pp_zero_bubble, pp_dualpipe) and each M, the program runs one
 training step in case mode, as the grader runs it, a few rounds. From the
 case records:
 
@@ -40,7 +40,7 @@ from benchlib import TrainingRun, ms, tree_of
 from testkit import bench_results, fresh, mutant_tree, run_bench, tail
 from lectures.lc5_pp import pp, schedule
 
-ABOUT = "GPipe, 1F1B, interleaved, ZB-H1 and DualPipe steps: time, bubble measured and " \
+ABOUT = "one batch, GPipe, 1F1B, interleaved, ZB-H1 and DualPipe steps: time, bubble measured and " \
         "formula, in-flight micro-batches, activation memory"
 
 
@@ -62,6 +62,7 @@ def bubble_zb(p, m, v):
 
 # name: (program, chunks per rank, formula of the idle share (None: none stated), its text)
 SCHEDULES = {
+    "basic": ("pp_basic", 1, bubble_gpipe, "(p-1)/p"),
     "gpipe": ("pp_gpipe", 1, bubble_gpipe, "(p-1)/(M+p-1)"),
     "1f1b": ("pp_1f1b", 1, bubble_gpipe, "(p-1)/(M+p-1)"),
     "interleaved": ("pp_interleaved", 2, bubble_interleaved, "(p-1)/(vM+p-1)"),
@@ -73,7 +74,7 @@ MS = "1,2,4,8,16"
 # solution's own stage log. make bench writes it; make test checks the docs' copy against it.
 FIGURE = os.path.join("docs", "lc5_schedules.svg")
 FIGURE_NP, FIGURE_M = 4, 8
-TITLES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B, v=2",
+TITLES = {"basic": "one batch, no micro-batches (pp_basic)", "gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved 1F1B, v=2",
           "zb_h1": "ZB-H1", "dualpipe": "DualPipe"}
 
 
@@ -97,9 +98,10 @@ def note(text):
 def bench_case(name, np_, M, args):
     """The case's parameters and a Case: equal stages of layers_per_stage layers of width."""
     program, chunks, _, _ = SCHEDULES[name]
+    fn = "pp_basic_step" if name == "basic" else program + "_step"
     stages = np_ * chunks if name != "dualpipe" else np_
     layers = stages * args.layers_per_stage
-    params = {"fn": program + "_step", "dims": ",".join([str(args.width)] * (layers + 1)),
+    params = {"fn": fn, "dims": ",".join([str(args.width)] * (layers + 1)),
               "act": "relu", "loss": "mse", "M": M, "mb_rows": args.mb_rows}
     if name == "interleaved":
         params["v"] = chunks
@@ -107,6 +109,8 @@ def bench_case(name, np_, M, args):
 
 
 def valid_ms(name, np_, ms_):
+    if name == "basic":
+        return [1]
     if name == "interleaved":
         return [m for m in ms_ if m % np_ == 0]
     if name == "dualpipe":
@@ -273,7 +277,7 @@ def figure(tree, work, env, timeout):
         d = os.path.join(work, f"figure_{name}")
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)
-        case = bench_case(name, FIGURE_NP, FIGURE_M, args)
+        case = bench_case(name, FIGURE_NP, 1 if name == "basic" else FIGURE_M, args)
         write_plan(d, [case], args)
         cmd = launch.mpirun_command(FIGURE_NP, [os.path.abspath(binary), "--cases",
                                                 os.path.abspath(d)])
