@@ -96,11 +96,13 @@ def note(text):
 
 
 def bench_case(name, np_, M, args):
-    """The case's parameters and a Case: equal stages of layers_per_stage layers of width."""
+    """The case's parameters and a Case: np equal stages of layers_per_stage layers of width
+    (at least one layer per interleaved chunk)."""
     program, chunks, _, _ = SCHEDULES[name]
     fn = "pp_basic_step" if name == "basic" else program + "_step"
-    stages = np_ * chunks if name != "dualpipe" else np_
-    layers = stages * args.layers_per_stage
+    # The same model for every schedule: np stages' worth of layers (interleaved chunks
+    # hold a share of a stage's, DualPipe's copies hold a stage each).
+    layers = max(np_ * args.layers_per_stage, np_ * chunks if name == "interleaved" else 1)
     params = {"fn": fn, "dims": ",".join([str(args.width)] * (layers + 1)),
               "act": "relu", "loss": "mse", "M": M, "mb_rows": args.mb_rows}
     if name == "interleaved":
@@ -316,7 +318,8 @@ def run(args):
     rounds = args.rounds if args.rounds is not None else 3
     trun = TrainingRun(5, args, "pipeline schedules: step time, bubble and memory", tree, nps)
     note(f"model: {args.layers_per_stage} ReLU layers of width {args.width} per stage (stages of "
-         f"equal cost), micro-batches of {args.mb_rows} rows, a mean squared error loss")
+         f"equal cost; the same model for every schedule: an interleaved chunk holds 1/v of a "
+         f"stage's layers, each DualPipe copy a stage's), micro-batches of {args.mb_rows} rows, a mean squared error loss")
     note(f"step: ms per training step, the slowest rank's, best and median of {rounds} rounds; "
          f"bubble: the mean share of the step a rank spent outside its stage calls (measured: "
          f"waiting and passing messages), the same in the unit-time replay of the logged order "
