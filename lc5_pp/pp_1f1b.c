@@ -30,7 +30,7 @@
  * gradients back (mb_rows x its input width, r > 0): 2(p-1)M messages in the
  * whole pipeline.
  */
-#include "lecture.h" /* pp_case_stages, pp_case_done, pp_demo */
+#include "lecture.h" /* pp_stage_case, pp_stage_demo */
 #include "xt_nn.h"
 
 #include <stdlib.h>
@@ -57,40 +57,13 @@ float pp_1f1b_step(xt_stage *stage, const float *x, const float *target, int mb_
 
 static void run_case(xt_case *c)
 {
-    xt_stage *stage;
-    pp_case_stages(c, &stage, 1);
-    xt_array x = xt_case_input_const(c, "x"), target = xt_case_input_const(c, "target");
-    int rank, np;
-    MPI_Comm_rank(xt_case_comm(c), &rank);
-    MPI_Comm_size(xt_case_comm(c), &np);
-    float loss =
-        pp_1f1b_step(stage, rank == 0 ? x.data : NULL, rank == np - 1 ? target.data : NULL,
-                     (int)xt_case_int(c, "mb_rows"), (int)xt_case_int(c, "M"), xt_case_comm(c));
-    if (rank == np - 1)
-        xt_case_output(c, "loss", &loss, XT_F32, 1);
-    pp_case_done(c, &stage, 1);
-}
-
-/* The demo's schedule: rank r is stage r. */
-static int stage_of(int chunk, int rank, int np)
-{
-    (void)chunk, (void)np;
-    return rank;
-}
-
-static float step(xt_stage **stages, int nchunks, const float *x, const float *target, int mb_rows,
-                  int M, MPI_Comm comm)
-{
-    (void)nchunks;
-    return pp_1f1b_step(stages[0], x, target, mb_rows, M, comm);
+    pp_stage_case(c, pp_1f1b_step);
 }
 
 /* Six micro-batches through np stages; make demo draws the timeline from the stage log. */
 static void demo(MPI_Comm comm)
 {
-    int np;
-    MPI_Comm_size(comm, &np);
-    pp_demo(comm, "1F1B", 6, np, 1, stage_of, step);
+    pp_stage_demo(comm, "1F1B", 6, pp_1f1b_step);
 }
 
 int main(int argc, char **argv)

@@ -27,7 +27,7 @@
  * and M input gradients back (mb_rows x its input width, r > 0): 2(p-1)M
  * messages in the whole pipeline. A W sends nothing.
  */
-#include "lecture.h" /* pp_case_stages, pp_case_done, pp_demo */
+#include "lecture.h" /* pp_stage_case, pp_stage_demo */
 #include "xt_nn.h"
 
 #include <stdlib.h>
@@ -102,32 +102,7 @@ float pp_zero_bubble_step(xt_stage *stage, const float *x, const float *target, 
 
 static void run_case(xt_case *c)
 {
-    xt_stage *stage;
-    pp_case_stages(c, &stage, 1);
-    xt_array x = xt_case_input_const(c, "x"), target = xt_case_input_const(c, "target");
-    int rank, np;
-    MPI_Comm_rank(xt_case_comm(c), &rank);
-    MPI_Comm_size(xt_case_comm(c), &np);
-    float loss = pp_zero_bubble_step(
-        stage, rank == 0 ? x.data : NULL, rank == np - 1 ? target.data : NULL,
-        (int)xt_case_int(c, "mb_rows"), (int)xt_case_int(c, "M"), xt_case_comm(c));
-    if (rank == np - 1)
-        xt_case_output(c, "loss", &loss, XT_F32, 1);
-    pp_case_done(c, &stage, 1);
-}
-
-/* The demo's schedule: rank r is stage r. */
-static int stage_of(int chunk, int rank, int np)
-{
-    (void)chunk, (void)np;
-    return rank;
-}
-
-static float step(xt_stage **stages, int nchunks, const float *x, const float *target, int mb_rows,
-                  int M, MPI_Comm comm)
-{
-    (void)nchunks;
-    return pp_zero_bubble_step(stages[0], x, target, mb_rows, M, comm);
+    pp_stage_case(c, pp_zero_bubble_step);
 }
 
 /* 2 np micro-batches through np stages: the steady state shows; make demo draws the timeline. */
@@ -135,7 +110,7 @@ static void demo(MPI_Comm comm)
 {
     int np;
     MPI_Comm_size(comm, &np);
-    pp_demo(comm, "ZB-H1", 2 * np, np, 1, stage_of, step);
+    pp_stage_demo(comm, "ZB-H1", 2 * np, pp_zero_bubble_step);
 }
 
 int main(int argc, char **argv)

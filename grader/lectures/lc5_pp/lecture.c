@@ -273,3 +273,43 @@ void pp_checkpoint_demo(MPI_Comm comm, pp_checkpoint_step step)
         xt_stage_free(seg[k]);
     xt_mlp_free(&whole);
 }
+
+/* ------------------------------------------------ one stage per rank */
+
+void pp_stage_case(xt_case *c, pp_stage_step step)
+{
+    xt_stage *stage;
+    pp_case_stages(c, &stage, 1);
+    xt_array x = xt_case_input_const(c, "x"), target = xt_case_input_const(c, "target");
+    int rank, np;
+    MPI_Comm_rank(xt_case_comm(c), &rank);
+    MPI_Comm_size(xt_case_comm(c), &np);
+    float loss = step(stage, rank == 0 ? x.data : NULL, rank == np - 1 ? target.data : NULL,
+                      (int)xt_case_int(c, "mb_rows"), (int)xt_case_int(c, "M"), xt_case_comm(c));
+    if (rank == np - 1)
+        xt_case_output(c, "loss", &loss, XT_F32, 1);
+    pp_case_done(c, &stage, 1);
+}
+
+static pp_stage_step demo_step; /* pp_stage_demo's, for the adapter below */
+
+static int stage_is_rank(int chunk, int rank, int np)
+{
+    (void)chunk, (void)np;
+    return rank;
+}
+
+static float one_stage(xt_stage **stages, int nchunks, const float *x, const float *target,
+                       int mb_rows, int M, MPI_Comm comm)
+{
+    (void)nchunks;
+    return demo_step(stages[0], x, target, mb_rows, M, comm);
+}
+
+void pp_stage_demo(MPI_Comm comm, const char *schedule, int M, pp_stage_step step)
+{
+    int np;
+    MPI_Comm_size(comm, &np);
+    demo_step = step;
+    pp_demo(comm, schedule, M, np, 1, stage_is_rank, one_stage);
+}

@@ -68,4 +68,16 @@ typedef float (*pp_checkpoint_step)(xt_stage **segments, int nseg, const float *
                                     const float *target, int rows);
 void pp_checkpoint_demo(MPI_Comm comm, pp_checkpoint_step step);
 
+/*
+ * The programs whose schedule runs one stage per rank (rank r is stage r):
+ * pp_stage_case is their run_case (the stage from the case, x on rank 0 and
+ * target on the last rank, step run on them, the loss written by the last
+ * rank, then pp_case_done), and pp_stage_demo their demo (pp_demo with M
+ * micro-batches through np stages).
+ */
+typedef float (*pp_stage_step)(xt_stage *stage, const float *x, const float *target, int mb_rows,
+                               int M, MPI_Comm comm);
+void pp_stage_case(xt_case *c, pp_stage_step step);
+void pp_stage_demo(MPI_Comm comm, const char *schedule, int M, pp_stage_step step);
+
 #endif
