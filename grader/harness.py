@@ -104,6 +104,17 @@ class Record:
         return [e for e in self.events if e.dir == "S"]
 
 
+def write_inputs(cdir, group, inputs):
+    """One group's inputs of a case, as the program reads them: a list holds one array
+    per rank (g<group>.r<rank>.<name>.npy), an array is every rank's (g<group>.<name>.npy)."""
+    for name, val in inputs.items():
+        if isinstance(val, list):
+            for r, arr in enumerate(val):
+                np.save(os.path.join(cdir, f"g{group}.r{r}.{name}.npy"), arr)
+        else:
+            np.save(os.path.join(cdir, f"g{group}.{name}.npy"), val)
+
+
 def read_record(path):
     rec = Record()
     try:
@@ -513,12 +524,7 @@ class Runner:
                                                         case.index, g))
                 inp = test.inputs(case, rng)
                 per_group.append(inp)
-                for name, val in inp.items():
-                    if isinstance(val, list):
-                        for r, arr in enumerate(val):
-                            np.save(os.path.join(cdir, f"g{g}.r{r}.{name}.npy"), arr)
-                    else:
-                        np.save(os.path.join(cdir, f"g{g}.{name}.npy"), val)
+                write_inputs(cdir, g, inp)
             inputs[k] = per_group
             params = " ".join(f"{key}={val}" for key, val in case.params.items())
             wd = 0 if self.debug else (test.watchdog or self.watchdog)

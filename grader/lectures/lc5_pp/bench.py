@@ -129,12 +129,7 @@ def write_plan(work, plan, args):
         cdir = os.path.join(work, f"c{k}")
         os.makedirs(cdir)
         inp = inputs_of(case, np.random.default_rng(2026 + k))
-        for key, val in inp.items():
-            if isinstance(val, list):
-                for r, arr in enumerate(val):
-                    np.save(os.path.join(cdir, f"g0.r{r}.{key}.npy"), arr)
-            else:
-                np.save(os.path.join(cdir, f"g0.{key}.npy"), val)
+        harness.write_inputs(cdir, 0, inp)
         inputs.append(inp)
         params = " ".join(f"{key}={val}" for key, val in case.params.items())
         lines.append(f"case {k} np={case.np} {params} watchdog={args.timeout:.0f}")
