@@ -17,7 +17,13 @@
  *                                       since the case began), the stage's first layer
  *                                       and number of layers, and how many E lines came
  *                                       before it (which messages it came after)
- *     SD 12                             stage calls not logged (past the log's cap)
+ *     A F 64 64 C 2080 0.0012 0.0013 4 1 65536  an attention block (attn_block.c):
+ *                                       F forward or B backward, nq, nk, the mask
+ *                                       (N none, C causal, S shifted), the (query,
+ *                                       key) pairs computed, start, end, the E lines
+ *                                       before it, and the receives pending while it
+ *                                       ran with the bytes they expect
+ *     SD 12                             compute calls not logged (past the log's cap)
  *     END
  *
  * xti_record_begin clears what a case collects; xti_record_write writes it.
@@ -26,72 +32,101 @@
 
 #include <stdlib.h>
 
+/*
+ * The compute calls of the case, in call order: each kept as its record line,
+ * formatted when logged (a few hundred per case at most, so the formatting
+ * costs nothing next to the compute it describes).
+ */
+enum { MAX_CALLS = 1 << 16, CALL_LINE = 112 };
 typedef struct {
-    char op;
-    int mb, chunk, first, count;
-    double start, end;
-    long events_before;
-} stage_call;
-
-enum { MAX_STAGE_CALLS = 1 << 16 };
-static stage_call *stage_calls;
-static long n_stage_calls, cap_stage_calls, dropped_stage_calls;
-static double case_began; /* xti_now() when the case began; 0 before the first */
+    char line[CALL_LINE];
+} call_line;
+static call_line *calls;
+static long n_calls, cap_calls, dropped_calls, n_stage_calls, n_attn_calls;
+static long pairs_done[2]; /* attention pairs, forward and backward */
+static double case_began;  /* xti_now() when the case began; 0 before the first */
 
 void xti_record_begin(void)
 {
     xt_mpi_stats_reset();
     xt_mem_reset_peak();
     xti_notes_clear();
-    n_stage_calls = dropped_stage_calls = 0;
+    pairs_done[0] = pairs_done[1] = 0;
+    n_calls = dropped_calls = n_stage_calls = n_attn_calls = 0;
     case_began = xti_now();
+}
+
+static char *call_slot(void)
+{
+    if (n_calls == cap_calls) {
+        if (cap_calls >= MAX_CALLS) {
+            dropped_calls++;
+            return NULL;
+        }
+        cap_calls = cap_calls ? 2 * cap_calls : 256;
+        calls = realloc(calls, (size_t)cap_calls * sizeof *calls);
+        XT_CHECK(calls, "out of memory for the log of compute calls");
+    }
+    return calls[n_calls++].line;
 }
 
 void xti_record_stage(char op, int mb, int chunk, int first, int count, double start, double end,
                       long events_before)
 {
-    if (n_stage_calls == cap_stage_calls) {
-        if (cap_stage_calls >= MAX_STAGE_CALLS) {
-            dropped_stage_calls++;
-            return;
-        }
-        cap_stage_calls = cap_stage_calls ? 2 * cap_stage_calls : 256;
-        stage_calls = realloc(stage_calls, (size_t)cap_stage_calls * sizeof *stage_calls);
-        XT_CHECK(stage_calls, "out of memory for the pipeline stage log");
-    }
-    stage_calls[n_stage_calls++] = (stage_call){
-        op, mb, chunk, first, count, start - case_began, end - case_began, events_before};
+    char *line = call_slot();
+    if (!line)
+        return;
+    n_stage_calls++;
+    snprintf(line, CALL_LINE, "S %c %d %d %.6f %.6f %d %d %ld", op, mb, chunk, start - case_began,
+             end - case_began, first, count, events_before);
 }
 
-static void stages_write(FILE *f)
+void xti_record_attn(char op, int nq, int nk, char mask, long pairs, double start, double end,
+                     long events_before, int recv_pending, long recv_bytes)
 {
-    if (n_stage_calls || dropped_stage_calls)
+    pairs_done[op == 'B'] += pairs;
+    char *line = call_slot();
+    if (!line)
+        return;
+    n_attn_calls++;
+    snprintf(line, CALL_LINE, "A %c %d %d %c %ld %.6f %.6f %ld %d %ld", op, nq, nk, mask, pairs,
+             start - case_began, end - case_began, events_before, recv_pending, recv_bytes);
+}
+
+long xti_record_pairs(char op)
+{
+    return pairs_done[op == 'B'];
+}
+
+static void calls_write(FILE *f)
+{
+    if (n_stage_calls)
         fprintf(f, "# stage call: F|B|I|W|N micro-batch chunk start end (seconds since the "
                    "case began) first-layer layers events-before\n");
-    for (long i = 0; i < n_stage_calls; i++) {
-        const stage_call *c = &stage_calls[i];
-        fprintf(f, "S %c %d %d %.6f %.6f %d %d %ld\n", c->op, c->mb, c->chunk, c->start, c->end,
-                c->first, c->count, c->events_before);
-    }
-    if (dropped_stage_calls)
-        fprintf(f, "SD %ld\n", dropped_stage_calls);
+    if (n_attn_calls)
+        fprintf(f, "# attention block: F|B nq nk mask(N|C|S) pairs start end events-before "
+                   "receives-pending their-bytes\n");
+    for (long i = 0; i < n_calls; i++)
+        fprintf(f, "%s\n", calls[i].line);
+    if (dropped_calls)
+        fprintf(f, "SD %ld\n", dropped_calls);
 }
 
 /*
- * A demo's stage calls, for its timeline: with XT_STAGE_LOG=DIR in the
+ * A demo's compute calls, for its timeline: with XT_STAGE_LOG=DIR in the
  * environment, each rank that made any writes DIR/stages.r<rank>.txt (the
- * case record's S lines) when the program ends.
+ * case record's S and A lines) when the program ends.
  */
 void xti_stage_log_write(void)
 {
     const char *dir = getenv("XT_STAGE_LOG");
-    if (!dir || !*dir || (!n_stage_calls && !dropped_stage_calls))
+    if (!dir || !*dir || (!n_calls && !dropped_calls))
         return;
     char path[4096];
     snprintf(path, sizeof path, "%s/stages.r%d.txt", dir, xti.rank);
     FILE *f = fopen(path, "w");
     XT_CHECK(f, "cannot create %s (XT_STAGE_LOG)", path);
-    stages_write(f);
+    calls_write(f);
     fprintf(f, "END\n");
     XT_CHECK(fclose(f) == 0, "cannot write %s", path);
 }
@@ -105,7 +140,7 @@ void xti_record_write(const char *path, double seconds)
     xti_counters_write(f);
     xti_notes_write(f);
     xti_mem_write(f);
-    stages_write(f);
+    calls_write(f);
     fprintf(f, "END\n");
     XT_CHECK(fclose(f) == 0, "cannot write %s", path);
 }

@@ -237,6 +237,18 @@ void xti_request_freed(MPI_Request h)
         req_remove(r);
 }
 
+int xti_receives_pending(long *bytes)
+{
+    int n = 0;
+    *bytes = 0;
+    for (int i = 0; i < n_owners; i++)
+        if (owners[i].dir == 'R' && owners[i].peer != MPI_PROC_NULL) {
+            n++;
+            *bytes += owners[i].hi - owners[i].lo;
+        }
+    return n;
+}
+
 void xti_request_show(const MPI_Request *hs, int n)
 {
     xti_pending shown[XTI_MAX_SHOWN];

@@ -13,7 +13,7 @@
  *   2 core_opts.c print.c npy.c notes.c counters.c call.c
  *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c mesh.c
  *   4 pmpi.c record.c nn.c
- *   5 case.c transformer.c stage.c
+ *   5 case.c transformer.c stage.c attn_block.c
  *   6 case_run.c train.c tp_stage.c
  *   7 init.c
  *   8 cuda.cu
@@ -362,6 +362,8 @@ void xti_request_started(MPI_Request h); /* a persistent request's start: counts
 const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes);
 void xti_request_freed(MPI_Request h);
 void xti_request_show(const MPI_Request *hs, int n); /* what a wait waits for, to call.c */
+/* The receives started and not yet complete (MPI_PROC_NULL's aside), and their bytes. */
+int xti_receives_pending(long *bytes);
 /* Notes (RACE) a buffer that a pending request owns. */
 void xti_check_buffer_free(int fn, char dir, const void *buf, int count, MPI_Datatype dt);
 /* Reports requests the case started and never completed, as PENDING notes, and forgets them. */
@@ -400,8 +402,14 @@ void xti_record_write(const char *path, double seconds);
  * layers, start and end by xti_now(), and the events (E lines) logged before it began. */
 void xti_record_stage(char op, int mb, int chunk, int first, int count, double start, double end,
                       long events_before);
-/* At finalize: a demo's stage calls, to XT_STAGE_LOG's directory if it is set. */
+/* An attention block's call (op F or B, attn_block.c): its shape, mask and (query, key) pairs,
+ * start and end, the events before it, and the receives pending while it ran. */
+void xti_record_attn(char op, int nq, int nk, char mask, long pairs, double start, double end,
+                     long events_before, int recv_pending, long recv_bytes);
+/* At finalize: a demo's compute calls, to XT_STAGE_LOG's directory if it is set. */
 void xti_stage_log_write(void);
+/* The (query, key) pairs the attention calls with op F or B computed since the case began. */
+long xti_record_pairs(char op);
 
 /* nn.c */
 /* xt_gemm with leading dimensions: row r of A starts at a + r lda (likewise B and C), so

@@ -14,7 +14,9 @@
  *   - the transformer pieces (transformer.c): RMSNorm, SiLU and the SwiGLU MLP,
  *     causal grouped-query attention with its log-sum-exp, the embedding, and a
  *     decoder block made of them;
- *   - a tensor-parallel pipeline stage of a decoder language model (tp_stage.c).
+ *   - a tensor-parallel pipeline stage of a decoder language model (tp_stage.c);
+ *   - attention blocks (attn_block.c): a block of queries against a block of
+ *     keys and values under a mask, and the log-sum-exp merge of two results.
  *
  * Every matrix is row-major float32. A linear layer computes y = x W + b with
  * x rows x in, W in x out, b of length out. Backward functions accumulate
@@ -545,6 +547,47 @@ void xt_tp_stage_backward(xt_tp_stage *s, int mb, const float *dy, float *dx);
 /* One AdamW step (xt_adam_update, step counting from 1) on the shard with its gradients; the
  * moments are the stage's (XT_MEM_OPTIMIZER). */
 void xt_tp_stage_adam(xt_tp_stage *s, const xt_adam *h);
+
+/* ------------------------------------------------------- attention blocks */
+
+/*
+ * The masks of a block of queries against a block of keys whose positions
+ * start together (query i and key j sit i and j positions after the start):
+ * NONE, query i sees every key (the keys' block lies wholly before); CAUSAL,
+ * keys 0 .. i (the diagonal block); SHIFTED, keys 0 .. i-1 (a striped layout's
+ * keys one position behind their queries).
+ */
+typedef enum { XT_MASK_NONE = 'N', XT_MASK_CAUSAL = 'C', XT_MASK_SHIFTED = 'S' } xt_mask;
+
+/*
+ * One attention block, grouped-query: q nq x (hq hd), k and v nk x (hkv hd),
+ * query head j reading KV head j / (hq / hkv); scores q.k / sqrt(hd). out
+ * nq x (hq hd) and lse nq x hq (token-major, so that rows of out and lse
+ * pair up as (nq hq) rows of hd) are overwritten: the block's own softmax
+ * output and log-sum-exp. A query row that sees no key gets lse -inf and a
+ * zero output. The scratch is 32 query rows of scores: no nq x nk matrix.
+ *
+ * Backward, given the whole row's out and lse (after every block is merged):
+ * P = exp(S - lse), and dq, dk, dv are accumulated (+=; any may be NULL).
+ *
+ * Each call is logged in the case record (an A line: forward or backward,
+ * shape, mask, the (query, key) position pairs computed, the receives pending
+ * while it ran); xt_attn_pairs('F') and ('B') give the pairs computed since
+ * the case (or the program) began.
+ */
+void xt_attn_block_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                           int nq, int nk, int hq, int hkv, int hd, xt_mask mask);
+void xt_attn_block_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                            const float *k, const float *v, const float *out, const float *lse,
+                            int nq, int nk, int hq, int hkv, int hd, xt_mask mask);
+long xt_attn_pairs(char op);
+
+/*
+ * o (rows x d) and lse (rows) := the softmax-weighted combination of (o, lse)
+ * and (o_blk, lse_blk), lse = log(e^lse + e^lse_blk). A row whose lse is -inf
+ * carries no weight; two such rows give o = 0, lse = -inf.
+ */
+void xt_lse_merge(float *o, float *lse, const float *o_blk, const float *lse_blk, int rows, int d);
 
 #ifdef __cplusplus
 }

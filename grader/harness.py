@@ -77,6 +77,21 @@ class StageCall:
 
 
 @dataclasses.dataclass
+class AttnCall:
+    """One call of libxt's attention block (common/attn_block.c), an A line of the record."""
+    op: str  # F forward, B backward
+    nq: int
+    nk: int
+    mask: str  # N none, C causal, S shifted
+    pairs: int  # the (query, key) position pairs it computed
+    start: float  # seconds since the case began
+    end: float
+    events_before: int = 0  # how many of the record's events (E lines) came before it
+    recv_pending: int = 0  # receives started and not complete while it ran
+    recv_bytes: int = 0  # the bytes those receives expect
+
+
+@dataclasses.dataclass
 class Record:
     """What one rank wrote about one case: its MPI calls, events and notes."""
     seconds: float = 0.0
@@ -85,7 +100,8 @@ class Record:
     notes: list = dataclasses.field(default_factory=list)  # (kind, text)
     memory: dict = dataclasses.field(default_factory=dict)  # kind -> (current, peak) bytes
     stages: list = dataclasses.field(default_factory=list)  # StageCall, in call order
-    stages_dropped: int = 0  # stage calls past the log's cap, not in stages
+    attn: list = dataclasses.field(default_factory=list)  # AttnCall, in call order
+    stages_dropped: int = 0  # compute calls past the log's cap, in neither list
     complete: bool = False
 
     @property
@@ -144,6 +160,10 @@ def read_record(path):
             _, op, mb, chunk, start, end, first, count, before = line.split()
             rec.stages.append(StageCall(op, int(mb), int(chunk), float(start), float(end),
                                         int(first), int(count), int(before)))
+        elif line.startswith("A "):
+            _, op, nq, nk, mask, pairs, start, end, before, pending, pbytes = line.split()
+            rec.attn.append(AttnCall(op, int(nq), int(nk), mask, int(pairs), float(start),
+                                     float(end), int(before), int(pending), int(pbytes)))
         elif line.startswith("SD "):
             rec.stages_dropped = int(line.split()[1])
         elif line == "END":

@@ -345,6 +345,82 @@ def attention_backward(dout, q, k, v, out, lse, batch, T, hq, hkv, hd, grad_scal
     return _unheads(dq), _unheads(dk), _unheads(dv)
 
 
+def block_mask(nq, nk, mask):
+    """nq x nk, True where query i sees key j: mask N (every key), C (j <= i) or S (j < i)."""
+    i, j = np.arange(nq)[:, None], np.arange(nk)[None, :]
+    return {"N": np.ones((nq, nk), dtype=bool), "C": j <= i, "S": j < i}[mask]
+
+
+def _block_heads(q, k, v, nq, nk, hq, hkv, hd):
+    """q as hq x nq x hd; k and v as hq x nk x hd, each query head's KV head."""
+    kv = [kv_head(j, hq, hkv) for j in range(hq)]
+    qh = np.asarray(q, dtype=np.float64).reshape(nq, hq, hd).transpose(1, 0, 2)
+    kh = np.asarray(k, dtype=np.float64).reshape(nk, hkv, hd).transpose(1, 0, 2)[kv]
+    vh = np.asarray(v, dtype=np.float64).reshape(nk, hkv, hd).transpose(1, 0, 2)[kv]
+    return qh, kh, vh
+
+
+def _block_probabilities(qh, kh, hd, mask, lse=None):
+    """P (hq x nq x nk) and lse (hq x nq); a row that sees no key: P 0, lse -inf."""
+    nq, nk = qh.shape[1], kh.shape[1]
+    s = np.where(block_mask(nq, nk, mask), qh @ kh.transpose(0, 2, 1) / math.sqrt(hd), -np.inf)
+    if lse is None:
+        m = s.max(axis=2, keepdims=True) if nk else np.full(s.shape[:2] + (1,), -np.inf)
+        m = np.where(np.isfinite(m), m, 0.0)
+        total = np.exp(s - m).sum(axis=2, keepdims=True)
+        with np.errstate(divide="ignore"):
+            lse = np.where(total > 0, m + np.log(total), -np.inf)[..., 0]
+    finite = np.isfinite(lse)[..., None]
+    p = np.where(finite, np.exp(s - np.where(finite, lse[..., None], 0.0)), 0.0)
+    return p, lse
+
+
+def attn_block_forward(q, k, v, nq, nk, hq, hkv, hd, mask):
+    """xt_attn_block_forward: (out nq x (hq hd), lse nq x hq), token-major."""
+    qh, kh, vh = _block_heads(q, k, v, nq, nk, hq, hkv, hd)
+    p, lse = _block_probabilities(qh, kh, hd, mask)
+    return (p @ vh).transpose(1, 0, 2).reshape(nq, hq * hd), lse.T.copy()
+
+
+def attn_block_backward(dout, q, k, v, out, lse, nq, nk, hq, hkv, hd, mask):
+    """(dq, dk, dv) of one block given the whole row's out and lse (nq x hq), closed form
+    as attention_backward's: P = exp(S - lse), dS = P (dO V^T - rowsum(dO O))."""
+    c = 1.0 / math.sqrt(hd)
+    qh, kh, vh = _block_heads(q, k, v, nq, nk, hq, hkv, hd)
+    dob = np.asarray(dout, dtype=np.float64).reshape(nq, hq, hd).transpose(1, 0, 2)
+    ob = np.asarray(out, dtype=np.float64).reshape(nq, hq, hd).transpose(1, 0, 2)
+    p, _ = _block_probabilities(qh, kh, hd, mask, np.asarray(lse, dtype=np.float64).T)
+    ds = p * (dob @ vh.transpose(0, 2, 1) - (dob * ob).sum(axis=2, keepdims=True))
+    dq = (c * ds @ kh).transpose(1, 0, 2).reshape(nq, hq * hd)
+    dk, dv = np.zeros((hkv, nk, hd)), np.zeros((hkv, nk, hd))
+    for j in range(hq):
+        dk[kv_head(j, hq, hkv)] += c * ds[j].T @ qh[j]
+        dv[kv_head(j, hq, hkv)] += p[j].T @ dob[j]
+    return dq, dk.transpose(1, 0, 2).reshape(nk, hkv * hd), \
+        dv.transpose(1, 0, 2).reshape(nk, hkv * hd)
+
+
+def block_pairs(nq, nk, mask):
+    """The (query, key) position pairs a block computes: what xt_attn_pairs counts."""
+    return int(block_mask(nq, nk, mask).sum())
+
+
+def lse_merge(o, lse, o_blk, lse_blk):
+    """xt_lse_merge: (o, lse) combined with (o_blk, lse_blk), weights e^lse over their sum;
+    -inf rows carry no weight, two -inf rows give o 0, lse -inf."""
+    o, o_blk = np.asarray(o, dtype=np.float64), np.asarray(o_blk, dtype=np.float64)
+    a, b = np.asarray(lse, dtype=np.float64), np.asarray(lse_blk, dtype=np.float64)
+    m = np.maximum(a, b)
+    m = np.where(np.isfinite(m), m, 0.0)
+    wa, wb = np.exp(a - m), np.exp(b - m)
+    total = wa + wb
+    safe = np.where(total > 0, total, 1.0)
+    merged = (wa[:, None] * np.nan_to_num(o) + wb[:, None] * np.nan_to_num(o_blk)) / safe[:, None]
+    with np.errstate(divide="ignore"):
+        return np.where(total[:, None] > 0, merged, 0.0), np.where(total > 0, m + np.log(safe),
+                                                                   -np.inf)
+
+
 def embedding_forward(tokens, table):
     return np.asarray(table, dtype=np.float64)[np.asarray(tokens)]
 
@@ -539,6 +615,20 @@ def _check_attention(rng, failures):
             ["q", "k", "v"])
 
 
+def _check_attn_block(rng, failures):
+    for t, (hq, hkv) in enumerate(GQA):
+        mask = "NCS"[t % 3]
+        nq, nk, hd = int(rng.integers(1, 5)), int(rng.integers(1, 5)), [1, 2, 3][t % 3]
+        q = rng.normal(size=(nq, hq * hd))
+        k, v = (rng.normal(size=(nk, hkv * hd)) for _ in range(2))
+        r = rng.normal(size=(nq, hq * hd))
+        shape = (nq, nk, hq, hkv, hd, mask)
+        out, lse = attn_block_forward(q, k, v, *shape)
+        _fd(failures, f"attention block nq {nq} nk {nk} hq {hq} hkv {hkv} hd {hd} mask {mask}",
+            lambda: float((attn_block_forward(q, k, v, *shape)[0] * r).sum()),
+            [q, k, v], attn_block_backward(r, q, k, v, out, lse, *shape), ["q", "k", "v"])
+
+
 def _check_embedding(rng, failures):
     vocab, d, n = 5, 3, 9
     tokens = np.concatenate([[0, vocab - 1, 2, 2], rng.integers(0, vocab, n - 4)])
@@ -562,7 +652,8 @@ def _check_decoder(rng, failures):
             ["params", "x"])
 
 
-PIECES = ("mlp", "act", "rmsnorm", "silu", "swiglu", "attention", "embedding", "decoder")
+PIECES = ("mlp", "act", "rmsnorm", "silu", "swiglu", "attention", "attn_block", "embedding",
+          "decoder")
 
 
 def finite_difference_check(rng, trials=12, pieces=PIECES):

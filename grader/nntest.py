@@ -101,14 +101,16 @@ EXE = os.path.join("build", "common", "tests", "test_nn")
 # ------------------------------------------------------------------ comparing
 
 def compare(what, got, ref, tol):
-    """None when |got - ref| <= tol everywhere (NaN only where ref has NaN), else why not."""
+    """None when |got - ref| <= tol everywhere (NaN only where ref has NaN, an infinity only
+    where ref has the same one), else why not."""
     got = np.asarray(got, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     if got.shape != ref.shape:
         return f"{what}: shape {got.shape}, expected {ref.shape}"
     tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), ref.shape)
-    err = np.abs(got - ref)
-    bad = ~(err <= tol) & ~(np.isnan(got) & np.isnan(ref))
+    with np.errstate(invalid="ignore"):
+        err = np.abs(got - ref)
+    bad = ~(err <= tol) & ~(np.isnan(got) & np.isnan(ref)) & ~(np.isinf(ref) & (got == ref))
     if not bad.any():
         return None
     worst = np.where(bad, np.nan_to_num(err, nan=np.inf), -1.0)
@@ -398,6 +400,26 @@ def generate_transformer(c, rng, normal):
               dout=normal(n, hq * hd))
     c.add("attention", dict(batch=0, T=4, hq=2, hkv=1, hd=3, null="-"), q=f32(np.zeros((0, 6))),
           k=f32(np.zeros((0, 3))), v=f32(np.zeros((0, 3))), dout=f32(np.zeros((0, 6))))
+    # Attention blocks: every mask, square and not, query blocks past QROWS (32) rows,
+    # a row that sees no key (S's first), and empty blocks.
+    shapes = [(1, 1), (4, 4), (5, 3), (3, 7), (33, 33), (40, 17), (8, 70), (0, 5), (6, 0)]
+    for t in range(len(shapes) * 2):
+        nq, nk = shapes[t % len(shapes)]
+        hq, hkv = gqa[t % len(gqa)]
+        hd = [1, 4, 3, 8, 2][t % 5]
+        mask = "NCS"[t % 3]
+        null = ["-", "-", "dq", "dk,dv", "-", "dv"][t % 6]
+        c.add("attn_block", dict(nq=nq, nk=nk, hq=hq, hkv=hkv, hd=hd, mask=mask, null=null),
+              q=normal(nq, hq * hd) * 1.5, k=normal(nk, hkv * hd) * 1.5, v=normal(nk, hkv * hd),
+              dout=normal(nq, hq * hd), dq0=normal(nq, hq * hd), dk0=normal(nk, hkv * hd),
+              dv0=normal(nk, hkv * hd))
+    inf = np.float32(np.inf)
+    lse, lse_blk = normal(12) * 3, normal(12) * 3
+    lse[[0, 1, 5]], lse_blk[[1, 2, 6]] = -inf, -inf  # one side -inf, both -inf
+    lse[3], lse_blk[3] = 1e4, -1e4  # one side's weight underflows to 0
+    lse[4], lse_blk[4] = -3e4, -3e4 + 1  # both far below 0: no finite start may be assumed
+    o, o_blk = normal(12, 5), normal(12, 5)
+    c.add("lse_merge", dict(rows=12, d=5), o=o, lse=lse, o_blk=o_blk, lse_blk=lse_blk)
     for t in range(5):
         vocab, d, n = [(64, 4, 12), (1, 3, 5), (7, 1, 1), (50, 6, 40), (10, 2, 0)][t]
         tokens = rng.integers(0, vocab, n).astype(np.int32)
@@ -743,6 +765,27 @@ def judge_attention(p, x, out):
     return problems
 
 
+def judge_attn_block(p, x, out):
+    shape = [p[k] for k in ("nq", "nk", "hq", "hkv", "hd", "mask")]
+    q, k, v, dout = (x[n].astype(np.float64) for n in ("q", "k", "v", "dout"))
+    o, lse = nn.attn_block_forward(q, k, v, *shape)
+    rtol = TRANSFORMER_RTOL["attention"]
+    problems = [close("out", out("out"), o, rtol), close("lse", out("lse"), lse, rtol),
+                exact("pairs (forward, backward)", out("pairs").reshape(-1),
+                      np.array([nn.block_pairs(*shape[:2], shape[5])] * 2, np.int64))]
+    grads = nn.attn_block_backward(dout, q, k, v, o, lse, *shape)
+    for name, g in zip(("dq", "dk", "dv"), grads):
+        g0 = x[f"{name}0"].astype(np.float64)
+        problems.append(close(f"{name} (+=)", out(name), g0 if name in nulls(p) else g0 + g,
+                              rtol))
+    return problems
+
+
+def judge_lse_merge(p, x, out):
+    o, lse = nn.lse_merge(x["o"], x["lse"], x["o_blk"], x["lse_blk"])
+    return [close("o", out("o"), o, 1e-6), close("lse", out("lse").reshape(-1), lse, 1e-6)]
+
+
 def judge_embedding(p, x, out):
     tokens, table = x["tokens"], x["table"]
     dy, dt0 = x["dy"].astype(np.float64), x["dtable0"].astype(np.float64)
@@ -986,6 +1029,20 @@ def no_causal_mask(original, T):
     return np.ones((T, T), dtype=bool)
 
 
+def shifted_as_causal(original, nq, nk, mask):
+    """The shifted mask (keys 0 .. i-1) taken as the diagonal's (keys 0 .. i)."""
+    return original(nq, nk, "C" if mask == "S" else mask)
+
+
+def merge_without_max(original, o, lse, o_blk, lse_blk):
+    """The merge's weights e^lse / (e^lse + e^lse_blk) without the larger lse taken out:
+    they overflow to inf / inf at lse = 1e4."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        a, b = np.exp(np.asarray(lse, np.float32)), np.exp(np.asarray(lse_blk, np.float32))
+        w = (a / (a + b))[:, None]
+        return w * o + (1 - w) * o_blk, np.log(a + b)
+
+
 def kv_head_modulo(original, j, hq, hkv):
     """Query head j on KV head j % hkv instead of j / (hq / hkv)."""
     return j % hkv
@@ -1028,6 +1085,10 @@ TRANSFORMER_SLIPS = [
      ("silu", "swiglu", "decoder"), ("fd", "c")),
     ("embedding_backward", embedding_assigned, "embedding gradient = for repeated tokens",
      ("embedding",), ("fd", "c")),
+    ("block_mask", shifted_as_causal, "an attention block's shifted mask as the diagonal's",
+     ("attn_block",), ("c",)),
+    ("lse_merge", merge_without_max, "the log-sum-exp merge without the max taken out",
+     ("lse_merge",), ("c",)),
 ]
 
 
@@ -1098,7 +1159,8 @@ def run(build_dir="build", seed=SEED, work=None):
              f"gradient (in the MLP and in the pipeline stage), bf16 rounding and Adam in nn.py "
              f"are caught, and "
              f"{len(TRANSFORMER_SLIPS)} slips in the transformer pieces (attention's scale, "
-             f"mask, KV head and dQ = dS^T K, RMSNorm's dgamma, SiLU', the embedding's repeats)"]
+             f"mask, KV head and dQ = dS^T K, RMSNorm's dgamma, SiLU', the embedding's repeats, "
+             f"an attention block's shifted mask, the log-sum-exp merge without its max)"]
     lines += ["      " + ln for ln in bad1 + bad2 + bad3]
     return ok1 and ok2 and ok3, lines
 

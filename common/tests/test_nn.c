@@ -27,6 +27,9 @@
  *     silu     x dy                    y dx dx_inplace
  *     swiglu   x wg wu wd dy dw*0      y g u h dx dwg dwu dwd
  *     attention q k v dout             out lse dq dk dv
+ *     attn_block q k v dout dq0 dk0 dv0  out lse dq dk dv (one block, mask=N|C|S;
+ *                                      the backward from the block's own out, lse)
+ *     lse_merge o lse o_blk lse_blk    o lse (merged in place)
  *     embedding tokens table dy dtable0  y dtable
  *     decoder  x w dy dparams0         layout y dx dparams
  *     stage    p x0 t0 [x1 t1 ...]     grads0 [grads1 ...] loss dx0 y0 [dx1 y1 ...]
@@ -741,6 +744,50 @@ static void run_attention(const test_case *c)
     FREE_ARRAYS(&q, &k, &v, &dout);
 }
 
+static void run_attn_block(const test_case *c)
+{
+    int nq = (int)iparam(c, "nq"), nk = (int)iparam(c, "nk"), hq = (int)iparam(c, "hq"),
+        hkv = (int)iparam(c, "hkv"), hd = (int)iparam(c, "hd");
+    xt_mask mask = (xt_mask)param(c, "mask")[0];
+    xt_array q, k, v, dout, dq, dk, dv;
+    floats(c, "q", &q);
+    floats(c, "k", &k);
+    floats(c, "v", &v);
+    floats(c, "dout", &dout);
+    floats(c, "dq0", &dq);
+    floats(c, "dk0", &dk);
+    floats(c, "dv0", &dv);
+    float *out = nans((long)nq * hq * hd), *lse = nans((long)nq * hq);
+    long f0 = xt_attn_pairs('F'), b0 = xt_attn_pairs('B');
+    xt_attn_block_forward(out, lse, q.data, k.data, v.data, nq, nk, hq, hkv, hd, mask);
+    xt_attn_block_backward(unless_null(c, "dq", dq.data), unless_null(c, "dk", dk.data),
+                           unless_null(c, "dv", dv.data), dout.data, q.data, k.data, v.data, out,
+                           lse, nq, nk, hq, hkv, hd, mask);
+    long counted[2] = {xt_attn_pairs('F') - f0, xt_attn_pairs('B') - b0};
+    save(c, "out", out, XT_F32, nq, (long)hq * hd);
+    save(c, "lse", lse, XT_F32, nq, hq);
+    save(c, "dq", dq.data, XT_F32, nq, (long)hq * hd);
+    save(c, "dk", dk.data, XT_F32, nk, (long)hkv * hd);
+    save(c, "dv", dv.data, XT_F32, nk, (long)hkv * hd);
+    save(c, "pairs", counted, XT_I64, 2, 1);
+    FREE_BUFFERS(out, lse);
+    FREE_ARRAYS(&q, &k, &v, &dout, &dq, &dk, &dv);
+}
+
+static void run_lse_merge(const test_case *c)
+{
+    int rows = (int)iparam(c, "rows"), d = (int)iparam(c, "d");
+    xt_array o, lse, o_blk, lse_blk;
+    floats(c, "o", &o);
+    floats(c, "lse", &lse);
+    floats(c, "o_blk", &o_blk);
+    floats(c, "lse_blk", &lse_blk);
+    xt_lse_merge(o.data, lse.data, o_blk.data, lse_blk.data, rows, d);
+    save(c, "o", o.data, XT_F32, rows, d);
+    save(c, "lse", lse.data, XT_F32, rows, 1);
+    FREE_ARRAYS(&o, &lse, &o_blk, &lse_blk);
+}
+
 static void run_embedding(const test_case *c)
 {
     int vocab = (int)iparam(c, "vocab"), d = (int)iparam(c, "d");
@@ -1143,6 +1190,8 @@ int main(int argc, char **argv)
                  {"silu", run_silu},
                  {"swiglu", run_swiglu},
                  {"attention", run_attention},
+                 {"attn_block", run_attn_block},
+                 {"lse_merge", run_lse_merge},
                  {"embedding", run_embedding},
                  {"decoder", run_decoder},
                  {"stage", run_stage}};
