@@ -1,0 +1,15 @@
+"""Lecture 6, context parallelism: the manifest.
+
+Every expected value is one process's computation in NumPy (float64): a
+softmax, or causal attention over the whole sequence (grader/nn.py's
+attention blocks), of which each rank must hold its positions' rows. How it
+was computed is checked from every message (PMPI) and from the attention
+blocks each rank computed (libxt logs them: their masks, the position pairs
+they covered, and the receives pending while they ran).
+"""
+
+TITLE = "context parallelism"
+
+TESTS = []
+
+DEMOS = {}
