@@ -255,7 +255,7 @@ static void demo(MPI_Comm comm)
                    "zigzag: T = %d positions in %d chunks of c' = %d; rank r holds chunks"
                    " r and %d-r\n",
                    T, 2 * np, h, 2 * np - 1);
-    char line[160];
+    char line[160], header[160] = "";
     int at = snprintf(line, sizeof line, "chunks %d,%d  positions", rank, 2 * np - 1 - rank);
     for (int i = 0; i < c; i++)
         at += snprintf(line + at, sizeof line - (size_t)at, "%s%3d", i == h ? " |" : "",
@@ -276,25 +276,30 @@ static void demo(MPI_Comm comm)
     at = 0;
     for (int s = 0; s < np; s++) {
         int src = (rank - s + np) % np;
-        if (s == 0)
-            at += snprintf(line + at, sizeof line - (size_t)at, "own    ");
-        else
-            at += snprintf(line + at, sizeof line - (size_t)at, "%s r%d  ",
-                           src < rank ? "lo" : "hi", src);
+        at += snprintf(line + at, sizeof line - (size_t)at, s == 0 ? "own    " : "%s r%d  ",
+                       src < rank ? "lo" : "hi", src);
+        if (rank == 0) /* the header, on rank 0's line before its own */
+            snprintf(header + 7 * s, sizeof header - (size_t)(7 * s), "s=%-5d", s);
     }
-    xt_printf_ordered(comm, "%-30s %ld pairs\n", line, pairs);
+    xt_printf_root(comm, "     %-30s pairs\n", header);
+    xt_printf_ordered(comm, "%-30s %ld\n", line, pairs);
 
-    long contiguous = (long)rank * c * c + c * (c + 1) / 2;
+    /* Backward: the same blocks; then its pairs beside the contiguous layout's. */
+    float *grads = malloc(sizeof(float) * 3 * c * d);
+    before = xt_attn_pairs('B');
+    zigzag_attention_backward(grads, grads + c * d, grads + 2 * c * d, dout, q, k, v, o, lse, c, 1,
+                              1, d, comm);
+    long back = xt_attn_pairs('B') - before, contiguous = (long)rank * c * c + c * (c + 1) / 2;
     xt_printf_root(comm,
                    "\nwork per rank, (query, key) pairs: contiguous r c^2 + c(c+1)/2 (c = %d)"
                    "\nagainst zigzag's c'^2 (2np-1) + c'(c'+1) = %d\n",
                    c, h * h * (2 * np - 1) + h * (h + 1));
-    xt_printf_ordered(comm, "contiguous %3ld   zigzag %3ld\n", contiguous, pairs);
+    xt_printf_ordered(comm, "contiguous %3ld   zigzag %3ld forward, %3ld backward\n", contiguous,
+                      pairs, back);
+    long total = pairs;
+    MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_LONG, MPI_SUM, comm);
+    xt_printf_root(comm, "both sum to T(T+1)/2 = %d: zigzag %ld\n", T * (T + 1) / 2, total);
 
-    /* Backward, then one process's attention over the whole sequence, for comparison. */
-    float *grads = malloc(sizeof(float) * 3 * c * d);
-    zigzag_attention_backward(grads, grads + c * d, grads + 2 * c * d, dout, q, k, v, o, lse, c, 1,
-                              1, d, comm);
     float *w_o = malloc(sizeof(float) * (size_t)n), *w_lse = malloc(sizeof(float) * T);
     float *w_g = calloc((size_t)(3 * n), sizeof(float));
     xt_attn_block_forward(w_o, w_lse, whole, whole + n, whole + 2 * n, T, T, 1, 1, d,
@@ -310,7 +315,7 @@ static void demo(MPI_Comm comm)
             err = fmax(err, demo_max_diff(grads + (t * c + i) * d, w_g + t * n + (long)p * d, d));
     }
     MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, comm);
-    xt_print_buffer_ordered(comm, "lse", lse, c, MPI_FLOAT);
+    xt_print_buffer_ordered(comm, "lse of its rows: ", lse, c, MPI_FLOAT);
     xt_printf_root(comm,
                    "o, lse, dq, dk, dv against one process over all %d positions (max "
                    "difference %.1e)\nmatches one process: %s\n",
