@@ -317,8 +317,8 @@ static void demo(MPI_Comm comm)
     MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, comm);
     xt_print_buffer_ordered(comm, "lse of its rows: ", lse, c, MPI_FLOAT);
     xt_printf_root(comm,
-                   "o, lse, dq, dk, dv against one process over all %d positions (max "
-                   "difference %.1e)\nmatches one process: %s\n",
+                   "o, lse, dq, dk, dv against one process's attention over all %d positions:"
+                   "\nlargest difference %.1e; matches one process: %s\n",
                    T, err, err < 1e-4 ? "yes" : "NO");
     free(whole);
     free(mine);
