@@ -8,8 +8,10 @@ blocks each rank computed (libxt logs them: their masks, the position pairs
 they covered, and the receives pending while they ran).
 """
 
+from lectures.lc6_cp.zigzag import zigzag_attention_backward, zigzag_attention_forward
+
 TITLE = "context parallelism"
 
-TESTS = []
+TESTS = [zigzag_attention_forward, zigzag_attention_backward]
 
-DEMOS = {}
+DEMOS = {"zigzag_attention": ["matches one process: yes"]}

@@ -234,3 +234,23 @@ def ordinal(n):
     """1st, 2nd, 3rd, 4th, ... 11th, 12th, 13th, 21st."""
     suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def zigzag_balance(op, what):
+    """Rule: zigzag's promise, every rank's attention calls op cover the same number of
+    (query, key) pairs, c'^2 (2np-1) + c'(c'+1); when they differ, the report names the
+    lightest and the heaviest rank. Then work_is: exactly each rank's causal pairs."""
+    exact = work_is(op, what)
+
+    def rule(case, inputs, records):
+        got = [sum(a.pairs for a in rec.attn if a.op == op) for rec in records]
+        if len(set(got)) > 1:
+            lo = min(range(len(got)), key=lambda r: got[r])
+            hi = max(range(len(got)), key=lambda r: got[r])
+            h, n = case["T"] // (2 * case.np), case.np
+            return [(hi, f"rank {lo} computed {got[lo]} {what} (query, key) pairs, rank {hi} "
+                         f"{got[hi]}: zigzag gives every rank the same work, c'^2 (2np-1) + "
+                         f"c'(c'+1) = {h * h * (2 * n - 1) + h * (h + 1)} pairs (c'={h}, "
+                         f"np={n}), half a block on every step but the first")]
+        return exact(case, inputs, records)
+    return rule
