@@ -159,7 +159,7 @@ def ring_traffic(kv_rotations, grad_rotations, why):
     them into messages. One rank: no message at all."""
     def rule(case, inputs, records):
         n = case.np
-        blocks = kv_rotations(n) + grad_rotations(n)
+        blocks = kv_rotations(n) + grad_rotations(n) if n > 1 else 0
         for r, rec in enumerate(records):
             coll = sorted(fn for fn, st in rec.calls.items()
                           if st.calls and st.kind in COLLECTIVE_KINDS)
@@ -178,6 +178,9 @@ def ring_traffic(kv_rotations, grad_rotations, why):
                                 f"rank r sends to r+1 and receives from r-1 only")]
             sent = sum(e.bytes for e in rec.events if e.dir == "S" and e.comm == "case")
             want = blocks * kv_block_bytes(case)
+            if sent != want and n == 1:
+                return [(r, f"rank {r} sent {sent} bytes at np=1: one rank holds the whole "
+                            f"sequence and sends nothing")]
             if sent != want:
                 return [(r, f"rank {r} sent {sent} bytes, expected {want}: "
                             f"{kv_rotations(n)} K/V rotation(s) and {grad_rotations(n)} "
