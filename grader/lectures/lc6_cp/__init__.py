@@ -8,8 +8,10 @@ blocks each rank computed (libxt logs them: their masks, the position pairs
 they covered, and the receives pending while they ran).
 """
 
+from lectures.lc6_cp.ring import ring_attention_backward, ring_attention_forward
+
 TITLE = "context parallelism"
 
-TESTS = []
+TESTS = [ring_attention_forward, ring_attention_backward]
 
-DEMOS = {}
+DEMOS = {"ring_attention": ["matches one process: yes"]}
