@@ -39,12 +39,13 @@ from lectures.lc6_cp.cp import (attention_case, attention_inputs, backward_refer
                                 ring_traffic, row_locator, tolerance, work_is)
 
 # (np, c, hq, hkv, hd): np 2 and 4 first (the grader's order), each head shape at np
-# above 1, c = 1 (one row per rank) and c = 16.
-SHAPES = [(2, 3, 2, 1, 4), (2, 1, 1, 1, 2), (2, 8, 4, 2, 8),
-          (4, 2, 4, 2, 5), (4, 7, 1, 1, 3), (4, 1, 4, 4, 2), (4, 16, 2, 1, 8),
+# above 1; c = 1 (one row per rank: the diagonal block has no mask to get wrong), 3, 7
+# and 16, few values so that the report can say which of them failed.
+SHAPES = [(2, 3, 2, 1, 4), (2, 1, 1, 1, 5), (2, 7, 4, 2, 8),
+          (4, 3, 4, 2, 5), (4, 7, 1, 1, 2), (4, 1, 4, 4, 6), (4, 16, 2, 1, 8),
           (8, 3, 2, 1, 4),
-          (1, 5, 2, 1, 4), (1, 1, 1, 1, 2),
-          (3, 4, 4, 4, 3), (3, 16, 2, 1, 8)]
+          (1, 7, 2, 1, 4), (1, 1, 1, 1, 3),
+          (3, 3, 4, 4, 3), (3, 16, 2, 1, 2)]
 
 
 def ring_cases(rng):
