@@ -75,8 +75,7 @@ void ring_attention_forward(float *o, float *lse, const float *q, const float *k
         if (src == rank) {
             xt_attn_block_forward(o, lse, q, cur, cur + n, c, c, hq, hkv, hd, XT_MASK_CAUSAL);
         } else if (src < rank) {
-            xt_attn_block_forward(o_blk, lse_blk, q, cur, cur + n, c, c, hq, hkv, hd,
-                                  XT_MASK_NONE);
+            xt_attn_block_forward(o_blk, lse_blk, q, cur, cur + n, c, c, hq, hkv, hd, XT_MASK_NONE);
             xt_lse_merge(o, lse, o_blk, lse_blk, c * hq, hd);
         }
         MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
@@ -126,8 +125,8 @@ void ring_attention_backward(float *dq, float *dk, float *dv, const float *dout,
         if (np > 1)
             MPI_Irecv(dkv[(s + 1) % 2], (int)(2 * n), MPI_FLOAT, prev, 1, comm, &req[nreq++]);
         if (src <= rank)
-            xt_attn_block_backward(dq, dcur, dcur + n, dout, q, cur, cur + n, o, lse, c, c, hq,
-                                   hkv, hd, src == rank ? XT_MASK_CAUSAL : XT_MASK_NONE);
+            xt_attn_block_backward(dq, dcur, dcur + n, dout, q, cur, cur + n, o, lse, c, c, hq, hkv,
+                                   hd, src == rank ? XT_MASK_CAUSAL : XT_MASK_NONE);
         if (np > 1)
             MPI_Isend(dcur, (int)(2 * n), MPI_FLOAT, next, 1, comm, &req[nreq++]);
         MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
@@ -143,8 +142,7 @@ void ring_attention_backward(float *dq, float *dk, float *dv, const float *dout,
 
 static void run_case(xt_case *c)
 {
-    cp_attention_case(c, "ring_attention_forward", ring_attention_forward,
-                      ring_attention_backward);
+    cp_attention_case(c, "ring_attention_forward", ring_attention_forward, ring_attention_backward);
 }
 
 /*
@@ -157,8 +155,9 @@ static void demo(MPI_Comm comm)
     enum { C = 2, HQ = 2, HKV = 1, HD = 4 };
     int np;
     MPI_Comm_size(comm, &np);
-    xt_printf_root(comm, "causal ring attention: T = %d tokens, %d per rank; %d query heads, "
-                         "%d KV head, hd %d\nat step s rank r holds the K/V block of rank r-s\n\n",
+    xt_printf_root(comm,
+                   "causal ring attention: T = %d tokens, %d per rank; %d query heads, "
+                   "%d KV head, hd %d\nat step s rank r holds the K/V block of rank r-s\n\n",
                    C * np, C, HQ, HKV, HD);
     if (np <= 8) {
         char line[160];
@@ -173,14 +172,17 @@ static void demo(MPI_Comm comm)
             for (int r = 0; r < np; r++) {
                 int src = (r - s + np) % np;
                 at += snprintf(line + at, sizeof line - (size_t)at, "  KV%d %-6s", src,
-                               src == r ? "causal" : src < r ? "full" : "skip");
+                               src == r  ? "causal"
+                               : src < r ? "full"
+                                         : "skip");
             }
             while (at > 0 && line[at - 1] == ' ')
                 line[--at] = '\0';
             xt_printf_root(comm, "%s\n", line);
         }
-        xt_printf_root(comm, "forward: %d K/V sends per rank (none at the last step); backward: "
-                             "%d K/V\nand %d dK/dV sends (the last brings them home)\n",
+        xt_printf_root(comm,
+                       "forward: %d K/V sends per rank (none at the last step); backward: "
+                       "%d K/V\nand %d dK/dV sends (the last brings them home)\n",
                        np - 1, np - 1, np);
     }
     cp_attention_demo(comm, "contiguous", C * np, HQ, HKV, HD, ring_attention_forward,

@@ -18,9 +18,9 @@
  */
 typedef void (*cp_attn_forward)(float *o, float *lse, const float *q, const float *k,
                                 const float *v, int c, int hq, int hkv, int hd, MPI_Comm comm);
-typedef void (*cp_attn_backward)(float *dq, float *dk, float *dv, const float *dout,
-                                 const float *q, const float *k, const float *v, const float *o,
-                                 const float *lse, int c, int hq, int hkv, int hd, MPI_Comm comm);
+typedef void (*cp_attn_backward)(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                 const float *k, const float *v, const float *o, const float *lse,
+                                 int c, int hq, int hkv, int hd, MPI_Comm comm);
 
 /*
  * run_case for such a pair: c = T / np from the case's "T", "hq", "hkv",
