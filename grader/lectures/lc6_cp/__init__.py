@@ -8,10 +8,13 @@ blocks each rank computed (libxt logs them: their masks, the position pairs
 they covered, and the receives pending while they ran).
 """
 
+from lectures.lc6_cp.ring import ring_attention_backward, ring_attention_forward
 from lectures.lc6_cp.zigzag import zigzag_attention_backward, zigzag_attention_forward
 
 TITLE = "context parallelism"
 
-TESTS = [zigzag_attention_forward, zigzag_attention_backward]
+TESTS = [ring_attention_forward, ring_attention_backward, zigzag_attention_forward,
+         zigzag_attention_backward]
 
-DEMOS = {"zigzag_attention": ["matches one process: yes"]}
+DEMOS = {"ring_attention": ["matches one process: yes"],
+         "zigzag_attention": ["matches one process: yes"]}

@@ -1,0 +1,195 @@
+/*
+ * ring_attention.c: causal attention over a sequence cut across the ranks,
+ * the key/value blocks passed around a ring. docs/lc6_cp.md#ring_attention
+ *
+ * T = np c tokens, cut contiguously: rank r holds the queries, keys and
+ * values of positions r c .. r c + c - 1. Its queries need the keys and
+ * values of every rank up to its own, and none after. The queries stay; the
+ * K/V blocks travel: at each step every rank sends the block it holds to
+ * r+1 and receives the next from r-1, so at step s rank r holds the block of
+ * rank r-s (mod np):
+ *
+ *             r0          r1          r2          r3
+ *   step 0    KV0 \       KV1 \       KV2 \       KV3 \      \  causal: the diagonal
+ *   step 1    KV3 .       KV0 #       KV1 #       KV2 #      #  full: an earlier rank's
+ *   step 2    KV2 .       KV3 .       KV0 #       KV1 #      .  skipped: a later rank's,
+ *   step 3    KV1 .       KV2 .       KV3 .       KV0 #         fully masked
+ *
+ * Each block gives its own output and log-sum-exp, merged into the running
+ * ones by the LSE (o = (e^lse o + e^lse_b o_b) / (e^lse + e^lse_b)), so the
+ * T x T scores never exist anywhere. The next block's receive is posted
+ * before the current block is computed: the transfer runs under the compute.
+ * Rank r computes r+1 blocks, rank np-1 the most (zigzag_attention.c evens
+ * that out).
+ *
+ * Backward: the K/V blocks travel again, and with each goes the accumulator
+ * of its dK/dV. Every rank adds its queries' share to the block it holds and
+ * passes both on; after np hops each accumulator is home, holding every
+ * rank's share. dQ stays home.
+ *
+ * Cost per rank, with d = hkv hd: forward np-1 messages of K and V, 2 c d
+ * floats each: 2 (np-1) (T/np) d floats, under 2 T d whatever np; backward
+ * np-1 K/V messages and np dK/dV messages of the same size.
+ */
+#include "lecture.h" /* cp_attention_case, cp_attention_demo */
+#include "xt_nn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ring_attention_forward(float *o, float *lse, const float *q, const float *k, const float *v,
+                            int c, int hq, int hkv, int hd, MPI_Comm comm)
+{
+    /*
+     * TODO: ring attention forward.
+     *   o (c x hq hd) and lse (c x hq): this rank's rows of causal attention over the
+     *   whole sequence. Each block through xt_attn_block_forward (XT_MASK_CAUSAL on the
+     *   own, XT_MASK_NONE on earlier ranks'; later ranks' skipped, not computed), merged by
+     *   xt_lse_merge. Point-to-point on comm only: to r+1, from r-1; exactly np-1 K/V
+     *   blocks of 2 c hkv hd floats sent; each block's compute runs with the next
+     *   block's receive already posted.
+     */
+    // BEGIN SOLUTION
+    int np, rank;
+    MPI_Comm_size(comm, &np);
+    MPI_Comm_rank(comm, &rank);
+    int next = (rank + 1) % np, prev = (rank - 1 + np) % np;
+    long n = (long)c * hkv * hd; /* floats in one rank's K, and in its V */
+    float *kv[2];                /* the block held (K, then V) and the one arriving */
+    kv[0] = malloc(sizeof(float) * (size_t)(4 * n + 1));
+    kv[1] = kv[0] + 2 * n;
+    memcpy(kv[0], k, sizeof(float) * (size_t)n);
+    memcpy(kv[0] + n, v, sizeof(float) * (size_t)n);
+    float *o_blk = malloc(sizeof(float) * (size_t)c * hq * (hd + 1) + 1), *lse_blk;
+    lse_blk = o_blk + (long)c * hq * hd;
+    for (int s = 0; s < np; s++) {
+        int src = (rank - s + np) % np; /* whose K/V this rank holds now */
+        float *cur = kv[s % 2];
+        MPI_Request req[2];
+        int nreq = 0;
+        if (s < np - 1) {
+            MPI_Irecv(kv[(s + 1) % 2], (int)(2 * n), MPI_FLOAT, prev, 0, comm, &req[nreq++]);
+            MPI_Isend(cur, (int)(2 * n), MPI_FLOAT, next, 0, comm, &req[nreq++]);
+        }
+        if (src == rank) {
+            xt_attn_block_forward(o, lse, q, cur, cur + n, c, c, hq, hkv, hd, XT_MASK_CAUSAL);
+        } else if (src < rank) {
+            xt_attn_block_forward(o_blk, lse_blk, q, cur, cur + n, c, c, hq, hkv, hd, XT_MASK_NONE);
+            xt_lse_merge(o, lse, o_blk, lse_blk, c * hq, hd);
+        }
+        MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    }
+    free(o_blk);
+    free(kv[0]);
+    // END SOLUTION
+}
+
+void ring_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                             const float *k, const float *v, const float *o, const float *lse,
+                             int c, int hq, int hkv, int hd, MPI_Comm comm)
+{
+    /*
+     * TODO: ring attention backward.
+     *   o and lse are the whole row's (the merged forward's). dq, dk, dv (overwritten): this
+     *   rank's rows of the whole sequence's gradients. Each block through
+     *   xt_attn_block_backward (it accumulates), masks and skips as forward. Point-to-point
+     *   on comm, to r+1, from r-1: exactly np-1 K/V blocks and np dK/dV blocks sent, each of
+     *   2 c hkv hd floats; a receive posted under each block's compute, as forward.
+     */
+    // BEGIN SOLUTION
+    int np, rank;
+    MPI_Comm_size(comm, &np);
+    MPI_Comm_rank(comm, &rank);
+    int next = (rank + 1) % np, prev = (rank - 1 + np) % np;
+    long n = (long)c * hkv * hd;
+    float *kv[2], *dkv[2]; /* K, V of the block held, and dK, dV of that block, travelling */
+    kv[0] = malloc(sizeof(float) * (size_t)(8 * n + 1));
+    kv[1] = kv[0] + 2 * n;
+    dkv[0] = kv[1] + 2 * n;
+    dkv[1] = dkv[0] + 2 * n;
+    memcpy(kv[0], k, sizeof(float) * (size_t)n);
+    memcpy(kv[0] + n, v, sizeof(float) * (size_t)n);
+    memset(dkv[0], 0, sizeof(float) * (size_t)(2 * n));
+    memset(dq, 0, sizeof(float) * (size_t)c * hq * hd);
+    for (int s = 0; s < np; s++) {
+        int src = (rank - s + np) % np;
+        float *cur = kv[s % 2], *dcur = dkv[s % 2];
+        MPI_Request req[4];
+        int nreq = 0;
+        if (s < np - 1) {
+            MPI_Irecv(kv[(s + 1) % 2], (int)(2 * n), MPI_FLOAT, prev, 0, comm, &req[nreq++]);
+            MPI_Isend(cur, (int)(2 * n), MPI_FLOAT, next, 0, comm, &req[nreq++]);
+        }
+        /* The accumulator r-1 is finishing now: at the last step, this rank's own, home. */
+        if (np > 1)
+            MPI_Irecv(dkv[(s + 1) % 2], (int)(2 * n), MPI_FLOAT, prev, 1, comm, &req[nreq++]);
+        if (src <= rank)
+            xt_attn_block_backward(dq, dcur, dcur + n, dout, q, cur, cur + n, o, lse, c, c, hq, hkv,
+                                   hd, src == rank ? XT_MASK_CAUSAL : XT_MASK_NONE);
+        if (np > 1)
+            MPI_Isend(dcur, (int)(2 * n), MPI_FLOAT, next, 1, comm, &req[nreq++]);
+        MPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+    }
+    const float *home = dkv[np > 1 ? np % 2 : 0];
+    memcpy(dk, home, sizeof(float) * (size_t)n);
+    memcpy(dv, home + n, sizeof(float) * (size_t)n);
+    free(kv[0]);
+    // END SOLUTION
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void run_case(xt_case *c)
+{
+    cp_attention_case(c, "ring_attention_forward", ring_attention_forward, ring_attention_backward);
+}
+
+/*
+ * T = 2 np tokens (two per rank), 2 query heads sharing 1 KV head of 4
+ * dimensions: the ring's steps as a table (what each rank holds and does),
+ * then what each rank's blocks computed, and the comparison with one process.
+ */
+static void demo(MPI_Comm comm)
+{
+    enum { C = 2, HQ = 2, HKV = 1, HD = 4 };
+    int np;
+    MPI_Comm_size(comm, &np);
+    xt_printf_root(comm,
+                   "causal ring attention: T = %d tokens, %d per rank; %d query heads, "
+                   "%d KV head, hd %d\nat step s rank r holds the K/V block of rank r-s\n\n",
+                   C * np, C, HQ, HKV, HD);
+    if (np <= 8) {
+        char line[160];
+        int at = snprintf(line, sizeof line, "step ");
+        for (int r = 0; r < np; r++)
+            at += snprintf(line + at, sizeof line - (size_t)at, "  r%-9d", r);
+        while (at > 0 && line[at - 1] == ' ')
+            line[--at] = '\0';
+        xt_printf_root(comm, "%s\n", line);
+        for (int s = 0; s < np; s++) {
+            at = snprintf(line, sizeof line, "%4d ", s);
+            for (int r = 0; r < np; r++) {
+                int src = (r - s + np) % np;
+                at += snprintf(line + at, sizeof line - (size_t)at, "  KV%d %-6s", src,
+                               src == r  ? "causal"
+                               : src < r ? "full"
+                                         : "skip");
+            }
+            while (at > 0 && line[at - 1] == ' ')
+                line[--at] = '\0';
+            xt_printf_root(comm, "%s\n", line);
+        }
+        xt_printf_root(comm,
+                       "forward: %d K/V sends per rank (none at the last step); backward: "
+                       "%d K/V\nand %d dK/dV sends (the last brings them home)\n",
+                       np - 1, np - 1, np);
+    }
+    cp_attention_demo(comm, "contiguous", C * np, HQ, HKV, HD, ring_attention_forward,
+                      ring_attention_backward);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
