@@ -8,8 +8,13 @@ blocks each rank computed (libxt logs them: their masks, the position pairs
 they covered, and the receives pending while they ran).
 """
 
+from lectures.lc6_cp.ulysses import (ulysses_attention_backward, ulysses_attention_forward,
+                                     ulysses_heads_to_seq, ulysses_seq_to_heads)
+
 TITLE = "context parallelism"
 
-TESTS = []
+TESTS = [ulysses_seq_to_heads, ulysses_heads_to_seq, ulysses_attention_forward,
+         ulysses_attention_backward]
 
-DEMOS = {}
+DEMOS = {"ulysses_attention": ["round trip gives every rank its input back: yes",
+                               "o, lse, dq, dk, dv agree with one process: yes"]}

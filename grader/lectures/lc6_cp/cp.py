@@ -234,3 +234,46 @@ def ordinal(n):
     """1st, 2nd, 3rd, 4th, ... 11th, 12th, 13th, 21st."""
     suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+# -------------------------------------------------------------- all-to-all
+
+COMMUNICATING_KINDS = ("p2p", "coll", "comm", "rma")
+
+
+def comm_called(comm):
+    return {"world": "MPI_COMM_WORLD", "self": "MPI_COMM_SELF"}.get(comm, "a communicator "
+                                                                           "of its own")
+
+
+def alltoalls_exactly(expected, why):
+    """Rule: each rank's communication is exactly the MPI_Alltoall calls expected(case)
+    lists, [(what, bytes)], bytes being what one call sends in all (its count per peer x np
+    x 4, PMPI's count, the rank's own block included), on comm, in any order; no other
+    collective, no point-to-point message. At np = 1 no call at all is accepted too (an
+    all-to-all of one rank is a copy)."""
+    def rule(case, inputs, records):
+        want = expected(case)
+        listing = ", ".join(f"{what} {b} B" for what, b in want)
+        budget = f"exactly {len(want)} MPI_Alltoall on comm ({listing}: {why})"
+        for r, rec in enumerate(records):
+            other = sorted(fn for fn, st in rec.calls.items()
+                           if st.calls and st.kind in COMMUNICATING_KINDS
+                           and fn != "MPI_Alltoall")
+            if other:
+                return [(r, f"rank {r} called {', '.join(other)}; the only communication "
+                            f"allowed is {budget}")]
+            calls = [e for e in rec.events if e.dir == "C" and e.fn == "MPI_Alltoall"]
+            away = next((e for e in calls if e.comm != "case"), None)
+            if away:
+                return [(r, f"rank {r} called MPI_Alltoall on {comm_called(away.comm)}: use "
+                            f"the comm argument (the grader runs each case on a "
+                            f"sub-communicator)")]
+            got = [e.bytes for e in calls]
+            if sorted(got) == sorted(b for _, b in want) or (case.np == 1 and not got):
+                continue
+            shown = ", ".join(f"{b} B" for b in got[:12]) + (", ..." if len(got) > 12 else "")
+            return [(r, f"rank {r} made {len(got)} MPI_Alltoall ({shown or 'none'}); "
+                        f"expected {budget}")]
+        return []
+    return rule
