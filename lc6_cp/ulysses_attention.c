@@ -26,15 +26,17 @@
  * GQA (query head j reads KV head j / (hq / hkv)): when hkv >= np the KV
  * heads split like the query heads, and rank r's query heads read exactly
  * its KV heads. When hkv < np there are not enough KV heads to go round:
- * each is repeated np / hkv times first (c x (np hd), as DeepSpeed does), so
- * that rank r receives KV head r / (np / hkv), the one its query heads read.
+ * each is repeated np / hkv times first, side by side (c x (np hd), verl's
+ * repeat_kv), so that rank r receives KV head r / (np / hkv), the one its
+ * query heads read.
  * Backward, the np / hkv copies' gradients come back and are summed.
  *
  * Cost per rank, per call of MPI_Alltoall on a tensor of c x W floats: it
  * sends (np-1)/np of it, c W (np-1)/np 4 bytes. With W_q = hq hd and
  * W_kv = max(hkv, np) hd: forward (2 W_q + 2 W_kv + hq) c (np-1)/np floats
- * in 5 calls, backward (4 W_q + 4 W_kv + hq) c (np-1)/np in 9. That is
- * 1/np of the ring's K/V traffic per rank, but hq % np == 0 caps np.
+ * in 5 calls, backward (4 W_q + 4 W_kv + hq) c (np-1)/np in 9. With T
+ * fixed that falls as 1/np, where the ring's (np-1) 2 c hkv hd does not;
+ * but the heads cap np (hq % np == 0), and nothing overlaps the exchanges.
  */
 #include "xt_nn.h"
 
@@ -47,8 +49,8 @@ void ulysses_seq_to_heads(float *out, const float *in, int c, int heads, int hd,
 {
     int np;
     MPI_Comm_size(comm, &np);
-    XT_CHECK(heads % np == 0, "ulysses_seq_to_heads: %d heads cannot be split over %d ranks",
-             heads, np);
+    XT_CHECK(heads % np == 0, "ulysses_seq_to_heads: %d heads cannot be split over %d ranks", heads,
+             np);
     /*
      * TODO: sequence-sharded to head-sharded.
      *   in: this rank's c positions x (heads hd); out: all T = np c positions x (heads/np hd),
@@ -62,8 +64,8 @@ void ulysses_heads_to_seq(float *out, const float *in, int c, int heads, int hd,
 {
     int np;
     MPI_Comm_size(comm, &np);
-    XT_CHECK(heads % np == 0, "ulysses_heads_to_seq: %d heads cannot be split over %d ranks",
-             heads, np);
+    XT_CHECK(heads % np == 0, "ulysses_heads_to_seq: %d heads cannot be split over %d ranks", heads,
+             np);
     /*
      * TODO: head-sharded back to sequence-sharded.
      *   The inverse of ulysses_seq_to_heads: in all T positions x (heads/np hd), out this
@@ -83,8 +85,8 @@ static void check_heads(const char *fn, int hq, int hkv, MPI_Comm comm)
              fn, hq, hkv, np);
 }
 
-void ulysses_attention_forward(float *o, float *lse, const float *q, const float *k,
-                               const float *v, int c, int hq, int hkv, int hd, MPI_Comm comm)
+void ulysses_attention_forward(float *o, float *lse, const float *q, const float *k, const float *v,
+                               int c, int hq, int hkv, int hd, MPI_Comm comm)
 {
     check_heads("ulysses_attention_forward", hq, hkv, comm);
     /*
@@ -146,8 +148,8 @@ static void run_case(xt_case *cs)
         xt_array lse = xt_case_input_const(cs, "lse");
         float *dq = xt_case_alloc(cs, "dq", nq, XT_F32), *dk = xt_case_alloc(cs, "dk", nk, XT_F32);
         float *dv = xt_case_alloc(cs, "dv", nk, XT_F32);
-        ulysses_attention_backward(dq, dk, dv, dout.data, q.data, k.data, v.data, o.data,
-                                   lse.data, c, hq, hkv, hd, comm);
+        ulysses_attention_backward(dq, dk, dv, dout.data, q.data, k.data, v.data, o.data, lse.data,
+                                   c, hq, hkv, hd, comm);
         xt_case_output(cs, "dq", dq, XT_F32, nq);
         xt_case_output(cs, "dk", dk, XT_F32, nk);
         xt_case_output(cs, "dv", dv, XT_F32, nk);
@@ -164,8 +166,8 @@ static void print_layout(MPI_Comm comm, const char *what, const float *x, int ro
     int at = 0;
     for (int i = 0; i < rows; i++)
         for (int j = 0; j < width && at < (int)sizeof line - 8; j++)
-            at += snprintf(line + at, sizeof line - (size_t)at, "%s%02d", i + j ? (j ? " " : "  ") : "",
-                           (int)x[i * width + j]);
+            at += snprintf(line + at, sizeof line - (size_t)at, "%s%02d",
+                           i + j ? (j ? " " : "  ") : "", (int)x[i * width + j]);
     xt_printf_ordered(comm, "%s %s\n", what, line);
 }
 
@@ -199,14 +201,18 @@ static void demo(MPI_Comm comm)
     for (int i = 0; i < c; i++)
         for (int h = 0; h < H; h++)
             seq[i * H + h] = (float)(10 * (rank * c + i) + h);
-    xt_printf_root(comm, "T = %d positions, H = %d heads, hd = 1; each value reads 'th': "
-                         "position t, head h\n", T, H);
+    xt_printf_root(comm,
+                   "T = %d positions, H = %d heads, hd = 1; each value reads 'th': "
+                   "position t, head h\n",
+                   T, H);
     xt_printf_root(comm, "sequence-sharded: rank r holds positions r*%d.., every head\n", c);
     print_layout(comm, "in ", seq, c, H);
     long a0 = xt_mpi_calls("MPI_Alltoall");
     ulysses_seq_to_heads(heads, seq, c, H, 1, comm);
-    xt_printf_root(comm, "ulysses_seq_to_heads (one all-to-all): every position, rank r's "
-                         "heads r*%d..\n", hl);
+    xt_printf_root(comm,
+                   "ulysses_seq_to_heads (one all-to-all): every position, rank r's "
+                   "heads r*%d..\n",
+                   hl);
     print_layout(comm, "out", heads, T, hl);
     ulysses_heads_to_seq(back, heads, c, H, 1, comm);
     xt_printf_root(comm, "ulysses_heads_to_seq (one all-to-all): back to positions\n");
@@ -220,8 +226,10 @@ static void demo(MPI_Comm comm)
         for (int i = 0; i < c; i++)
             for (int e = 0; e < np; e++)
                 seq[i * np + e] = (float)(10 * (rank * c + i) + e / (np / HKV));
-        xt_printf_root(comm, "K with hkv = %d heads < np: each KV head repeated %d times, so "
-                             "'th' is KV head h\n", HKV, np / HKV);
+        xt_printf_root(comm,
+                       "K with hkv = %d heads < np: each KV head repeated %d times, so "
+                       "'th' is KV head h\n",
+                       HKV, np / HKV);
         print_layout(comm, "in ", seq, c, np);
         ulysses_seq_to_heads(heads, seq, c, np, 1, comm);
         print_layout(comm, "out", heads, T, 1);
@@ -240,21 +248,26 @@ static void demo(MPI_Comm comm)
     xt_rng_fill_uniform(&g, dout, T * QW, -1, 1);
     const float *qr = q + c * rank * QW, *kr = k + c * rank * KW, *vr = v + c * rank * KW;
     int kvh = HKV >= np ? HKV : np;
-    xt_printf_root(comm, "causal attention, T %d, hq %d, hkv %d, hd %d: KV heads %s\n", T, HQ,
-                   HKV, HD, HKV >= np ? "split like the query heads" : "repeated, then split");
+    xt_printf_root(comm, "causal attention, T %d, hq %d, hkv %d, hd %d: KV heads %s\n", T, HQ, HKV,
+                   HD, HKV >= np ? "split like the query heads" : "repeated, then split");
     int q_lo = rank * HQ / np, q_hi = (rank + 1) * HQ / np - 1, group = HQ / HKV;
-    if (q_lo / group == q_hi / group)
-        xt_printf_ordered(comm, "query heads %d..%d read KV head %d%s\n", q_lo, q_hi,
-                          q_lo / group, kvh > HKV ? " (a copy of it)" : "");
+    char qs[32], ks[32];
+    int k_lo = q_lo / group, k_hi = q_hi / group;
+    if (q_lo == q_hi)
+        snprintf(qs, sizeof qs, "head %d", q_lo);
     else
-        xt_printf_ordered(comm, "query heads %d..%d read KV heads %d..%d\n", q_lo, q_hi,
-                          q_lo / group, q_hi / group);
+        snprintf(qs, sizeof qs, "heads %d..%d", q_lo, q_hi);
+    if (k_lo == k_hi)
+        snprintf(ks, sizeof ks, "head %d", k_lo);
+    else
+        snprintf(ks, sizeof ks, "heads %d..%d", k_lo, k_hi);
+    xt_printf_ordered(comm, "query %s -> KV %s%s\n", qs, ks, kvh > HKV ? " (a copy of it)" : "");
     a0 = xt_mpi_calls("MPI_Alltoall");
     ulysses_attention_forward(o, lse, qr, kr, vr, c, HQ, HKV, HD, comm);
     long fwd = xt_mpi_calls("MPI_Alltoall") - a0;
     xt_print_buffer_ordered(comm, "lse, first row: ", lse, HQ, MPI_FLOAT);
-    ulysses_attention_backward(dq, dk, dv, dout + c * rank * QW, qr, kr, vr, o, lse, c, HQ, HKV,
-                               HD, comm);
+    ulysses_attention_backward(dq, dk, dv, dout + c * rank * QW, qr, kr, vr, o, lse, c, HQ, HKV, HD,
+                               comm);
     long bwd = xt_mpi_calls("MPI_Alltoall") - a0 - fwd;
 
     /* One process: the whole sequence in one block (every rank, its own rows compared). */
