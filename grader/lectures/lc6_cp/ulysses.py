@@ -35,9 +35,9 @@ from lectures.lc6_cp import cp
 
 # ------------------------------------------------------------------ layouts
 
-# (np, c, heads, hd): heads per rank 1 to 4, hd 1 (what the lse travels as), c 1.
+# (np, c, heads, hd): 1 to 4 heads per rank, hd 1 (as the lse travels), c 1.
 LAYOUT_SHAPES = [(2, 3, 4, 2), (2, 2, 6, 1), (4, 2, 8, 3), (4, 3, 4, 1), (8, 1, 16, 2),
-                 (8, 2, 8, 1), (1, 3, 2, 2)]
+                 (8, 2, 8, 1), (1, 3, 4, 2)]
 
 
 def layout_cases(rng):
