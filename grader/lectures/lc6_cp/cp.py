@@ -93,11 +93,15 @@ def shards(case, whole):
 
 
 def attention_inputs(case, rng):
-    """Each rank's q, k, v, dout rows, and the whole forward's out and lse rows (float32:
-    what a backward receives, so a backward is graded on its own, whatever the forward)."""
+    """Each rank's rows of what the function under test reads: a forward (a function whose
+    name ends in _forward) q, k, v; a backward also dout, and the whole forward's out and
+    lse (float32), so that a backward is graded on its own, whatever the forward gives."""
     w = whole_inputs(case, rng)
-    out, lse = whole_attention(case, *(w[n].astype(np.float64) for n in "qkv"))
-    w["o"], w["lse"] = out.astype(np.float32), lse.astype(np.float32)
+    if case["fn"].endswith("_forward"):
+        del w["dout"]
+    else:
+        out, lse = whole_attention(case, *(w[n].astype(np.float64) for n in "qkv"))
+        w["o"], w["lse"] = out.astype(np.float32), lse.astype(np.float32)
     return {name: shards(case, a) for name, a in w.items()}
 
 
@@ -112,17 +116,19 @@ def whole_of(case, inputs, name):
 
 
 def forward_reference(case, inputs):
-    """Each rank: its rows of the whole sequence's out and lse."""
+    """Each rank: its rows of the whole sequence's out and lse, flat, as a program writes
+    them (xt_case_output has no shape)."""
     q, k, v = (whole_of(case, inputs, n) for n in "qkv")
     out, lse = whole_attention(case, q, k, v)
-    return [{"o": o, "lse": s} for o, s in zip(shards(case, out), shards(case, lse))]
+    return [{"o": o.reshape(-1), "lse": s.reshape(-1)}
+            for o, s in zip(shards(case, out), shards(case, lse))]
 
 
 def backward_reference(case, inputs):
-    """Each rank: its rows of the whole sequence's dq, dk, dv."""
+    """Each rank: its rows of the whole sequence's dq, dk, dv, flat."""
     q, k, v, dout = (whole_of(case, inputs, n) for n in ("q", "k", "v", "dout"))
     dq, dk, dv = whole_gradients(case, q, k, v, dout)
-    return [{"dq": a, "dk": b, "dv": c}
+    return [{"dq": a.reshape(-1), "dk": b.reshape(-1), "dv": c.reshape(-1)}
             for a, b, c in zip(shards(case, dq), shards(case, dk), shards(case, dv))]
 
 
@@ -259,15 +265,44 @@ def zigzag_balance(op, what):
     return rule
 
 
-# ------------------------------------------------------------ flat outputs
+# ------------------------------------------------------------ all-to-alls
 
-def flat(reference):
-    """reference (forward_reference, backward_reference) with every expected array flat:
-    a program writes its outputs as count elements with no shape (xt_case_output), and
-    the harness compares shapes, so each rank's 2-D rows must be compared as one row."""
-    def flattened(case, inputs):
-        return [{name: a.reshape(-1) for name, a in mine.items()}
-                for mine in reference(case, inputs)]
-    flattened.__name__ = reference.__name__
-    flattened.__doc__ = reference.__doc__
-    return flattened
+COMMUNICATING_KINDS = ("p2p", "coll", "comm", "rma")
+
+
+def comm_called(comm):
+    return {"world": "MPI_COMM_WORLD", "self": "MPI_COMM_SELF"}.get(comm, "a communicator "
+                                                                           "of its own")
+
+
+def alltoalls_exactly(expected, why):
+    """Rule: each rank's communication is exactly the MPI_Alltoall calls expected(case)
+    lists, [(what, bytes)], bytes being what one call sends in all (its count per peer x np
+    x 4, PMPI's count, the rank's own block included), on comm, in any order; no other
+    collective, no point-to-point message. At np = 1 no call at all is accepted too (an
+    all-to-all of one rank is a copy)."""
+    def rule(case, inputs, records):
+        want = expected(case)
+        listing = ", ".join(f"{what} {b} B" for what, b in want)
+        budget = f"exactly {len(want)} MPI_Alltoall on comm ({listing}: {why})"
+        for r, rec in enumerate(records):
+            other = sorted(fn for fn, st in rec.calls.items()
+                           if st.calls and st.kind in COMMUNICATING_KINDS
+                           and fn != "MPI_Alltoall")
+            if other:
+                return [(r, f"rank {r} called {', '.join(other)}; the only communication "
+                            f"allowed is {budget}")]
+            calls = [e for e in rec.events if e.dir == "C" and e.fn == "MPI_Alltoall"]
+            away = next((e for e in calls if e.comm != "case"), None)
+            if away:
+                return [(r, f"rank {r} called MPI_Alltoall on {comm_called(away.comm)}: use "
+                            f"the comm argument (the grader runs each case on a "
+                            f"sub-communicator)")]
+            got = [e.bytes for e in calls]
+            if sorted(got) == sorted(b for _, b in want) or (case.np == 1 and not got):
+                continue
+            shown = ", ".join(f"{b} B" for b in got[:12]) + (", ..." if len(got) > 12 else "")
+            return [(r, f"rank {r} made {len(got)} MPI_Alltoall ({shown or 'none'}); "
+                        f"expected {budget}")]
+        return []
+    return rule

@@ -34,7 +34,7 @@ merge, or a stale lse moves results by the size of an attention weight.
 """
 
 from spec import test
-from lectures.lc6_cp.cp import (attention_case, attention_inputs, backward_reference, flat,
+from lectures.lc6_cp.cp import (attention_case, attention_inputs, backward_reference,
                                 forward_reference, label, facets, receive_under_compute,
                                 ring_traffic, row_locator, tolerance, work_is)
 
@@ -52,18 +52,12 @@ def ring_cases(rng):
     return [attention_case(n, n * c, hq, hkv, hd) for n, c, hq, hkv, hd in SHAPES]
 
 
-def forward_inputs(case, rng):
-    """Each rank's q, k, v rows (what the forward reads)."""
-    inputs = attention_inputs(case, rng)
-    return {name: inputs[name] for name in ("q", "k", "v")}
-
-
 def blocks_per_rank(case, r):
     """Rank r computes its diagonal block and one block of each earlier rank."""
     return r + 1
 
 
-@test("ring_attention", points=12, inputs=forward_inputs, reference=flat(forward_reference),
+@test("ring_attention", points=12, inputs=attention_inputs, reference=forward_reference,
       tolerance=tolerance, label=label, facets=facets, locate=row_locator,
       rules=[ring_traffic(lambda n: n - 1, lambda n: 0,
                           "K/V move np-1 times: the last step's block is never used"),
@@ -77,7 +71,7 @@ def ring_attention_forward(rng):
     return ring_cases(rng)
 
 
-@test("ring_attention", points=16, inputs=attention_inputs, reference=flat(backward_reference),
+@test("ring_attention", points=16, inputs=attention_inputs, reference=backward_reference,
       tolerance=tolerance, label=label, facets=facets, locate=row_locator,
       rules=[ring_traffic(lambda n: n - 1, lambda n: n if n > 1 else 0,
                           "K/V move np-1 times; the dK/dV accumulators move np times, "

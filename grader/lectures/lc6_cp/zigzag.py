@@ -40,9 +40,6 @@ SHAPES = [(1, 2, 1, 1, 3), (1, 5, 4, 2, 4),
           (3, 1, 1, 1, 4), (3, 4, 2, 1, 3), (3, 7, 4, 4, 2),
           (4, 1, 4, 2, 6), (4, 2, 1, 1, 8), (4, 3, 4, 4, 2), (4, 8, 2, 1, 5)]
 
-FORWARD_INPUTS = ("q", "k", "v")
-BACKWARD_INPUTS = ("q", "k", "v", "dout", "o", "lse")
-
 
 def zigzag_cases():
     return [attention_case(n, 2 * n * h, hq, hkv, hd, layout="zigzag")
@@ -52,20 +49,6 @@ def zigzag_cases():
 def zigzag_facets(case):
     """cp.facets, and the chunk c' (1: each chunk one position)."""
     return {**facets(case), "c'": case["T"] // (2 * case.np)}
-
-
-def zigzag_inputs(case, rng):
-    """cp.attention_inputs, keeping what the function under test reads."""
-    keep = FORWARD_INPUTS if case["fn"] == "zigzag_attention_forward" else BACKWARD_INPUTS
-    return {name: a for name, a in attention_inputs(case, rng).items() if name in keep}
-
-
-def flat(reference):
-    """cp's references (rows x width) as the flat arrays a rank writes."""
-    def ref(case, inputs):
-        return [{name: a.reshape(-1) for name, a in mine.items()}
-                for mine in reference(case, inputs)]
-    return ref
 
 
 FORBIDDEN = [(r"^xt_attention_(forward|backward)$",
@@ -98,7 +81,7 @@ BALANCE_HINT = ("cause: the work per step: the own block is causal over both chu
                 "halves and nothing else")
 
 
-@test("zigzag_attention", points=10, inputs=zigzag_inputs, reference=flat(forward_reference),
+@test("zigzag_attention", points=10, inputs=attention_inputs, reference=forward_reference,
       tolerance=tolerance, label=label, facets=zigzag_facets, locate=row_locator,
       forbidden=FORBIDDEN,
       rules=[FORWARD_RING, FORWARD_OVERLAP,
@@ -110,7 +93,7 @@ def zigzag_attention_forward(rng):
     return zigzag_cases()
 
 
-@test("zigzag_attention", points=12, inputs=zigzag_inputs, reference=flat(backward_reference),
+@test("zigzag_attention", points=12, inputs=attention_inputs, reference=backward_reference,
       tolerance=tolerance, label=label, facets=zigzag_facets, locate=row_locator,
       forbidden=FORBIDDEN,
       rules=[BACKWARD_RING, BACKWARD_OVERLAP,

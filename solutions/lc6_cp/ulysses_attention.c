@@ -1,0 +1,416 @@
+/*
+ * ulysses_attention.c: DeepSpeed-Ulysses, context parallelism by two
+ * all-to-alls. docs/lc6_cp.md#ulysses_attention
+ *
+ * The sequence of T tokens is cut over np ranks (rank r holds positions
+ * r c .. r c + c - 1, c = T / np), and so are q, k and v. Attention mixes
+ * positions but never heads: so turn the sequence shard into a head shard,
+ * every position of H / np heads, compute ordinary causal attention on them,
+ * and turn the result back. One MPI_Alltoall does each turn:
+ *
+ *   sequence-sharded (c x H hd)              head-sharded (T x H/np hd)
+ *            heads 0 1 | 2 3                          heads 0 1      heads 2 3
+ *   r0  t0..1     A   |  B        all-to-all   r0  t0..1   A     r1  t0..1   B
+ *   r1  t2..3     C   |  D        -------->        t2..3   C         t2..3   D
+ *                                 <--------
+ *   block s of a rank's send buffer is its c positions of rank s's heads
+ *   (a column block: packed first); what rank s receives from rank p is
+ *   positions p c .. of its own heads, already in place. Back: the inverse.
+ *
+ * Forward: q, k, v to the head layout (3 all-to-alls), xt_attn_block_forward
+ * over the whole sequence on the own heads (T x T, causal), o and lse back
+ * (2 all-to-alls; lse is a tensor of one column per head). Backward: q, k, v,
+ * o, dout and lse to the head layout (6), the block backward, dq, dk, dv back
+ * (3).
+ *
+ * GQA (query head j reads KV head j / (hq / hkv)): when hkv >= np the KV
+ * heads split like the query heads, and rank r's query heads read exactly
+ * its KV heads. When hkv < np there are not enough KV heads to go round:
+ * each is repeated np / hkv times first, side by side (c x (np hd), verl's
+ * repeat_kv), so that rank r receives KV head r / (np / hkv), the one its
+ * query heads read.
+ * Backward, the np / hkv copies' gradients come back and are summed.
+ *
+ * Cost per rank, per call of MPI_Alltoall on a tensor of c x W floats: it
+ * sends (np-1)/np of it, c W (np-1)/np 4 bytes. With W_q = hq hd and
+ * W_kv = max(hkv, np) hd: forward (2 W_q + 2 W_kv + hq) c (np-1)/np floats
+ * in 5 calls, backward (4 W_q + 4 W_kv + hq) c (np-1)/np in 9. With T
+ * fixed that falls as 1/np, where the ring's (np-1) 2 c hkv hd does not;
+ * but the heads cap np (hq % np == 0), and nothing overlaps the exchanges.
+ */
+#include "xt_nn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ulysses_seq_to_heads(float *out, const float *in, int c, int heads, int hd, MPI_Comm comm)
+{
+    int np;
+    MPI_Comm_size(comm, &np);
+    XT_CHECK(heads % np == 0, "ulysses_seq_to_heads: %d heads cannot be split over %d ranks", heads,
+             np);
+    /*
+     * TODO: sequence-sharded to head-sharded.
+     *   in: this rank's c positions x (heads hd); out: all T = np c positions x (heads/np hd),
+     *   this rank's heads r heads/np .., token-major. Graded exactly, element by element;
+     *   exactly one MPI_Alltoall on comm of c heads hd floats in all, nothing else.
+     */
+    // BEGIN SOLUTION
+    int width = heads / np * hd, block = c * width; /* one rank's heads, one rank's block */
+    float *send = malloc(sizeof(float) * ((size_t)np * (size_t)block + 1));
+    /* Block s: this rank's c positions, rank s's heads (columns s width .. of every row). */
+    for (int s = 0; s < np; s++)
+        for (int i = 0; i < c; i++)
+            memcpy(send + (size_t)s * block + (size_t)i * width,
+                   in + (size_t)i * heads * hd + (size_t)s * width, sizeof(float) * (size_t)width);
+    /* What rank p sends is its positions p c .. of this rank's heads: rows p c .. of out. */
+    MPI_Alltoall(send, block, MPI_FLOAT, out, block, MPI_FLOAT, comm);
+    free(send);
+    // END SOLUTION
+}
+
+void ulysses_heads_to_seq(float *out, const float *in, int c, int heads, int hd, MPI_Comm comm)
+{
+    int np;
+    MPI_Comm_size(comm, &np);
+    XT_CHECK(heads % np == 0, "ulysses_heads_to_seq: %d heads cannot be split over %d ranks", heads,
+             np);
+    /*
+     * TODO: head-sharded back to sequence-sharded.
+     *   The inverse of ulysses_seq_to_heads: in all T positions x (heads/np hd), out this
+     *   rank's c positions x (heads hd). Exactly one MPI_Alltoall, c heads hd floats.
+     */
+    // BEGIN SOLUTION
+    int width = heads / np * hd, block = c * width;
+    float *recv = malloc(sizeof(float) * ((size_t)np * (size_t)block + 1));
+    /* Rows s c .. of in go to rank s; from rank s come this rank's positions of its heads. */
+    MPI_Alltoall(in, block, MPI_FLOAT, recv, block, MPI_FLOAT, comm);
+    for (int s = 0; s < np; s++)
+        for (int i = 0; i < c; i++)
+            memcpy(out + (size_t)i * heads * hd + (size_t)s * width,
+                   recv + (size_t)s * block + (size_t)i * width, sizeof(float) * (size_t)width);
+    free(recv);
+    // END SOLUTION
+}
+
+// BEGIN SOLUTION
+/*
+ * K or V (c x (hkv hd)) to the head layout with kvh KV heads in all (T x (kvh/np hd)): kvh
+ * is hkv when the KV heads split over the ranks, otherwise a multiple of it, and each KV
+ * head is first repeated kvh / hkv times, side by side, so that expanded head e is KV head
+ * e / (kvh / hkv): the one query head e / (kvh / hkv) * (hq / hkv) .. reads.
+ */
+static void kv_to_heads(float *out, const float *in, int c, int hkv, int kvh, int hd, MPI_Comm comm)
+{
+    if (kvh == hkv) {
+        ulysses_seq_to_heads(out, in, c, hkv, hd, comm);
+        return;
+    }
+    int rep = kvh / hkv;
+    float *x = malloc(sizeof(float) * ((size_t)c * (size_t)kvh * (size_t)hd + 1));
+    for (int i = 0; i < c; i++)
+        for (int e = 0; e < kvh; e++)
+            memcpy(x + ((size_t)i * kvh + e) * hd, in + ((size_t)i * hkv + e / rep) * hd,
+                   sizeof(float) * (size_t)hd);
+    ulysses_seq_to_heads(out, x, c, kvh, hd, comm);
+    free(x);
+}
+
+/* The mirror: dK or dV back to the sequence layout, the kvh / hkv copies of each KV head
+ * summed into it (each copy's gradient is only its query heads' share). */
+static void kv_grad_to_seq(float *out, const float *in, int c, int hkv, int kvh, int hd,
+                           MPI_Comm comm)
+{
+    if (kvh == hkv) {
+        ulysses_heads_to_seq(out, in, c, hkv, hd, comm);
+        return;
+    }
+    int rep = kvh / hkv;
+    float *x = malloc(sizeof(float) * ((size_t)c * (size_t)kvh * (size_t)hd + 1));
+    ulysses_heads_to_seq(x, in, c, kvh, hd, comm);
+    for (int i = 0; i < c; i++)
+        for (int h = 0; h < hkv; h++)
+            for (int d = 0; d < hd; d++) {
+                float sum = 0.0f;
+                for (int e = h * rep; e < (h + 1) * rep; e++)
+                    sum += x[((size_t)i * kvh + e) * hd + d];
+                out[((size_t)i * hkv + h) * hd + d] = sum;
+            }
+    free(x);
+}
+// END SOLUTION
+
+static void check_heads(const char *fn, int hq, int hkv, MPI_Comm comm)
+{
+    int np;
+    MPI_Comm_size(comm, &np);
+    XT_CHECK(hkv >= 1 && hq % hkv == 0 && hq % np == 0 &&
+                 (hkv >= np ? hkv % np == 0 : np % hkv == 0),
+             "%s: hq=%d, hkv=%d cannot be split over %d ranks (hkv | hq, np | hq, and np | hkv "
+             "or hkv | np)",
+             fn, hq, hkv, np);
+}
+
+void ulysses_attention_forward(float *o, float *lse, const float *q, const float *k, const float *v,
+                               int c, int hq, int hkv, int hd, MPI_Comm comm)
+{
+    check_heads("ulysses_attention_forward", hq, hkv, comm);
+    /*
+     * TODO: causal attention, by heads.
+     *   q c x (hq hd), k and v c x (hkv hd): this rank's positions. o c x (hq hd) and lse
+     *   c x hq (token-major) overwritten, as one process would give. Exactly 5 MPI_Alltoall
+     *   on comm: q, k, v, o of c*W floats (W: hq hd for q and o, max(hkv, np) hd for k and
+     *   v: a KV head repeated np/hkv times when hkv < np) and lse of c*hq, nothing else.
+     */
+    // BEGIN SOLUTION
+    int np;
+    MPI_Comm_size(comm, &np);
+    int T = np * c, hql = hq / np;
+    int kvh = hkv >= np ? hkv : np, hkl = kvh / np; /* KV heads sent, and per rank */
+    size_t qn = (size_t)T * hql * hd, kn = (size_t)T * hkl * hd;
+    float *qh = malloc(sizeof(float) * (qn + 1)), *oh = malloc(sizeof(float) * (qn + 1));
+    float *kh = malloc(sizeof(float) * (kn + 1)), *vh = malloc(sizeof(float) * (kn + 1));
+    float *lh = malloc(sizeof(float) * ((size_t)T * hql + 1));
+    ulysses_seq_to_heads(qh, q, c, hq, hd, comm);
+    kv_to_heads(kh, k, c, hkv, kvh, hd, comm);
+    kv_to_heads(vh, v, c, hkv, kvh, hd, comm);
+    xt_attn_block_forward(oh, lh, qh, kh, vh, T, T, hql, hkl, hd, XT_MASK_CAUSAL);
+    ulysses_heads_to_seq(o, oh, c, hq, hd, comm);
+    ulysses_heads_to_seq(lse, lh, c, hq, 1, comm); /* one column per head */
+    free(qh);
+    free(oh);
+    free(kh);
+    free(vh);
+    free(lh);
+    // END SOLUTION
+}
+
+void ulysses_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                const float *k, const float *v, const float *o, const float *lse,
+                                int c, int hq, int hkv, int hd, MPI_Comm comm)
+{
+    check_heads("ulysses_attention_backward", hq, hkv, comm);
+    /*
+     * TODO: its gradients, by heads.
+     *   Rows as the forward's; o and lse are the whole forward's (this rank's rows). dq, dk,
+     *   dv overwritten. Exactly 9 MPI_Alltoall on comm: q, o, dout, dq of c hq hd floats;
+     *   k, v, dk, dv of c max(hkv, np) hd; lse of c hq; nothing else.
+     */
+    // BEGIN SOLUTION
+    int np;
+    MPI_Comm_size(comm, &np);
+    int T = np * c, hql = hq / np;
+    int kvh = hkv >= np ? hkv : np, hkl = kvh / np;
+    size_t qn = (size_t)T * hql * hd, kn = (size_t)T * hkl * hd;
+    float *qh = malloc(sizeof(float) * (qn + 1)), *oh = malloc(sizeof(float) * (qn + 1));
+    float *doh = malloc(sizeof(float) * (qn + 1)), *lh = malloc(sizeof(float) * (T * hql + 1));
+    float *kh = malloc(sizeof(float) * (kn + 1)), *vh = malloc(sizeof(float) * (kn + 1));
+    float *dqh = calloc(qn + 1, sizeof(float)); /* the block backward adds: start from 0 */
+    float *dkh = calloc(kn + 1, sizeof(float)), *dvh = calloc(kn + 1, sizeof(float));
+    ulysses_seq_to_heads(qh, q, c, hq, hd, comm);
+    kv_to_heads(kh, k, c, hkv, kvh, hd, comm);
+    kv_to_heads(vh, v, c, hkv, kvh, hd, comm);
+    ulysses_seq_to_heads(oh, o, c, hq, hd, comm);
+    ulysses_seq_to_heads(doh, dout, c, hq, hd, comm);
+    ulysses_seq_to_heads(lh, lse, c, hq, 1, comm);
+    xt_attn_block_backward(dqh, dkh, dvh, doh, qh, kh, vh, oh, lh, T, T, hql, hkl, hd,
+                           XT_MASK_CAUSAL);
+    ulysses_heads_to_seq(dq, dqh, c, hq, hd, comm);
+    kv_grad_to_seq(dk, dkh, c, hkv, kvh, hd, comm);
+    kv_grad_to_seq(dv, dvh, c, hkv, kvh, hd, comm);
+    free(qh);
+    free(oh);
+    free(doh);
+    free(lh);
+    free(kh);
+    free(vh);
+    free(dqh);
+    free(dkh);
+    free(dvh);
+    // END SOLUTION
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void run_case(xt_case *cs)
+{
+    MPI_Comm comm = xt_case_comm(cs);
+    int np;
+    MPI_Comm_size(comm, &np);
+    int T = (int)xt_case_int(cs, "T"), hd = (int)xt_case_int(cs, "hd"), c = T / np;
+    if (xt_case_is(cs, "ulysses_seq_to_heads") || xt_case_is(cs, "ulysses_heads_to_seq")) {
+        int heads = (int)xt_case_int(cs, "heads");
+        long n = (long)c * heads * hd;
+        xt_array in = xt_case_input_const(cs, "in");
+        float *out = xt_case_alloc(cs, "out", n, XT_F32);
+        if (xt_case_is(cs, "ulysses_seq_to_heads"))
+            ulysses_seq_to_heads(out, in.data, c, heads, hd, comm);
+        else
+            ulysses_heads_to_seq(out, in.data, c, heads, hd, comm);
+        xt_case_output(cs, "out", out, XT_F32, n);
+        return;
+    }
+    int hq = (int)xt_case_int(cs, "hq"), hkv = (int)xt_case_int(cs, "hkv");
+    long nq = (long)c * hq * hd, nk = (long)c * hkv * hd;
+    xt_array q = xt_case_input_const(cs, "q"), k = xt_case_input_const(cs, "k");
+    xt_array v = xt_case_input_const(cs, "v");
+    if (xt_case_is(cs, "ulysses_attention_forward")) {
+        float *o = xt_case_alloc(cs, "o", nq, XT_F32);
+        float *lse = xt_case_alloc(cs, "lse", (long)c * hq, XT_F32);
+        ulysses_attention_forward(o, lse, q.data, k.data, v.data, c, hq, hkv, hd, comm);
+        xt_case_output(cs, "o", o, XT_F32, nq);
+        xt_case_output(cs, "lse", lse, XT_F32, (long)c * hq);
+    } else {
+        xt_array dout = xt_case_input_const(cs, "dout"), o = xt_case_input_const(cs, "o");
+        xt_array lse = xt_case_input_const(cs, "lse");
+        float *dq = xt_case_alloc(cs, "dq", nq, XT_F32), *dk = xt_case_alloc(cs, "dk", nk, XT_F32);
+        float *dv = xt_case_alloc(cs, "dv", nk, XT_F32);
+        ulysses_attention_backward(dq, dk, dv, dout.data, q.data, k.data, v.data, o.data, lse.data,
+                                   c, hq, hkv, hd, comm);
+        xt_case_output(cs, "dq", dq, XT_F32, nq);
+        xt_case_output(cs, "dk", dk, XT_F32, nk);
+        xt_case_output(cs, "dv", dv, XT_F32, nk);
+    }
+}
+
+/*
+ * The demo's layout pictures: element (position t, head h) holds 10 t + h, printed as the
+ * two digits "th"; rows (positions) are two spaces apart, heads one.
+ */
+static void print_layout(MPI_Comm comm, const char *what, const float *x, int rows, int width)
+{
+    char line[512];
+    int at = 0;
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < width && at < (int)sizeof line - 8; j++)
+            at += snprintf(line + at, sizeof line - (size_t)at, "%s%02d",
+                           i + j ? (j ? " " : "  ") : "", (int)x[i * width + j]);
+    xt_printf_ordered(comm, "%s %s\n", what, line);
+}
+
+static float max_diff(const float *a, const float *b, long n)
+{
+    float m = 0.0f;
+    for (long i = 0; i < n; i++)
+        m = fmaxf(m, fabsf(a[i] - b[i]));
+    return m;
+}
+
+/*
+ * Part 1, the layouts: T = 8 positions of H = 4 heads of one column, each element holding
+ * its position and head (10 t + h), through ulysses_seq_to_heads and back. Part 2,
+ * attention: T = 8, hq = 4, hkv = 2, hd = 2, random q, k, v and dout, forward and backward
+ * beside one process's attention over the whole sequence (at np = 4 the two KV heads are
+ * replicated: each is repeated twice before the all-to-all).
+ */
+static void demo(MPI_Comm comm)
+{
+    enum { T = 8, H = 4, HQ = 4, HKV = 2, HD = 2 };
+    int np, rank;
+    MPI_Comm_size(comm, &np);
+    MPI_Comm_rank(comm, &rank);
+    if (H % np) {
+        xt_printf_root(comm, "this demo runs on 1, 2 or 4 ranks (H = %d heads)\n", H);
+        return;
+    }
+    int c = T / np, hl = H / np;
+    float seq[T * H], heads[T * H], back[T * H];
+    for (int i = 0; i < c; i++)
+        for (int h = 0; h < H; h++)
+            seq[i * H + h] = (float)(10 * (rank * c + i) + h);
+    xt_printf_root(comm,
+                   "T = %d positions, H = %d heads, hd = 1; each value reads 'th': "
+                   "position t, head h\n",
+                   T, H);
+    xt_printf_root(comm, "sequence-sharded: rank r holds positions r*%d.., every head\n", c);
+    print_layout(comm, "in ", seq, c, H);
+    long a0 = xt_mpi_calls("MPI_Alltoall");
+    ulysses_seq_to_heads(heads, seq, c, H, 1, comm);
+    xt_printf_root(comm,
+                   "ulysses_seq_to_heads (one all-to-all): every position, rank r's "
+                   "heads r*%d..\n",
+                   hl);
+    print_layout(comm, "out", heads, T, hl);
+    ulysses_heads_to_seq(back, heads, c, H, 1, comm);
+    xt_printf_root(comm, "ulysses_heads_to_seq (one all-to-all): back to positions\n");
+    print_layout(comm, "out", back, c, H);
+    long calls = xt_mpi_calls("MPI_Alltoall") - a0;
+    int same = memcmp(seq, back, sizeof(float) * (size_t)c * H) == 0, all;
+    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_LAND, comm);
+    xt_printf_root(comm, "round trip gives every rank its input back: %s (%ld all-to-alls)\n",
+                   all ? "yes" : "NO", calls);
+    if (np > HKV) { /* fewer KV heads than ranks: each repeated np / hkv times, then split */
+        for (int i = 0; i < c; i++)
+            for (int e = 0; e < np; e++)
+                seq[i * np + e] = (float)(10 * (rank * c + i) + e / (np / HKV));
+        xt_printf_root(comm,
+                       "K with hkv = %d heads < np: each KV head repeated %d times, so "
+                       "'th' is KV head h\n",
+                       HKV, np / HKV);
+        print_layout(comm, "in ", seq, c, np);
+        ulysses_seq_to_heads(heads, seq, c, np, 1, comm);
+        print_layout(comm, "out", heads, T, 1);
+    }
+    xt_printf_root(comm, "\n");
+
+    /* Part 2: every rank draws the whole sequence from one seed and keeps its rows. */
+    enum { QW = HQ * HD, KW = HKV * HD };
+    static float q[T * QW], k[T * KW], v[T * KW], dout[T * QW];
+    static float o1[T * QW], lse1[T * HQ], dq1[T * QW], dk1[T * KW], dv1[T * KW];
+    float o[T * QW], lse[T * HQ], dq[T * QW], dk[T * KW], dv[T * KW];
+    xt_rng g = xt_rng_seed(6);
+    xt_rng_fill_uniform(&g, q, T * QW, -2, 2);
+    xt_rng_fill_uniform(&g, k, T * KW, -2, 2);
+    xt_rng_fill_uniform(&g, v, T * KW, -1, 1);
+    xt_rng_fill_uniform(&g, dout, T * QW, -1, 1);
+    const float *qr = q + c * rank * QW, *kr = k + c * rank * KW, *vr = v + c * rank * KW;
+    int kvh = HKV >= np ? HKV : np;
+    xt_printf_root(comm, "causal attention, T %d, hq %d, hkv %d, hd %d: KV heads %s\n", T, HQ, HKV,
+                   HD, HKV >= np ? "split like the query heads" : "repeated, then split");
+    int q_lo = rank * HQ / np, q_hi = (rank + 1) * HQ / np - 1, group = HQ / HKV;
+    char qs[32], ks[32];
+    int k_lo = q_lo / group, k_hi = q_hi / group;
+    if (q_lo == q_hi)
+        snprintf(qs, sizeof qs, "head %d", q_lo);
+    else
+        snprintf(qs, sizeof qs, "heads %d..%d", q_lo, q_hi);
+    if (k_lo == k_hi)
+        snprintf(ks, sizeof ks, "head %d", k_lo);
+    else
+        snprintf(ks, sizeof ks, "heads %d..%d", k_lo, k_hi);
+    xt_printf_ordered(comm, "query %s -> KV %s%s\n", qs, ks, kvh > HKV ? " (a copy of it)" : "");
+    a0 = xt_mpi_calls("MPI_Alltoall");
+    ulysses_attention_forward(o, lse, qr, kr, vr, c, HQ, HKV, HD, comm);
+    long fwd = xt_mpi_calls("MPI_Alltoall") - a0;
+    xt_print_buffer_ordered(comm, "lse, first row: ", lse, HQ, MPI_FLOAT);
+    ulysses_attention_backward(dq, dk, dv, dout + c * rank * QW, qr, kr, vr, o, lse, c, HQ, HKV, HD,
+                               comm);
+    long bwd = xt_mpi_calls("MPI_Alltoall") - a0 - fwd;
+
+    /* One process: the whole sequence in one block (every rank, its own rows compared). */
+    memset(dq1, 0, sizeof dq1);
+    memset(dk1, 0, sizeof dk1);
+    memset(dv1, 0, sizeof dv1);
+    xt_attn_block_forward(o1, lse1, q, k, v, T, T, HQ, HKV, HD, XT_MASK_CAUSAL);
+    xt_attn_block_backward(dq1, dk1, dv1, dout, q, k, v, o1, lse1, T, T, HQ, HKV, HD,
+                           XT_MASK_CAUSAL);
+    float err = max_diff(o, o1 + c * rank * QW, (long)c * QW);
+    err = fmaxf(err, max_diff(lse, lse1 + c * rank * HQ, (long)c * HQ));
+    err = fmaxf(err, max_diff(dq, dq1 + c * rank * QW, (long)c * QW));
+    err = fmaxf(err, max_diff(dk, dk1 + c * rank * KW, (long)c * KW));
+    err = fmaxf(err, max_diff(dv, dv1 + c * rank * KW, (long)c * KW));
+    float worst;
+    MPI_Allreduce(&err, &worst, 1, MPI_FLOAT, MPI_MAX, comm);
+    xt_printf_root(comm, "max |difference| from one process %.1e\n", worst);
+    xt_printf_root(comm, "o, lse, dq, dk, dv agree with one process: %s\n",
+                   worst < 1e-5f ? "yes" : "NO");
+    xt_printf_root(comm, "all-to-alls: forward %ld, backward %ld (K, V, dK, dV %d heads wide)\n",
+                   fwd, bwd, kvh);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
