@@ -8,8 +8,11 @@ blocks each rank computed (libxt logs them: their masks, the position pairs
 they covered, and the receives pending while they ran).
 """
 
+from lectures.lc6_cp.flash import flash_attention_backward, flash_attention_forward
+
 TITLE = "context parallelism"
 
-TESTS = []
+TESTS = [flash_attention_forward, flash_attention_backward]
 
-DEMOS = {}
+DEMOS = {"flash_attention": ["every rank's tiles and values agree with the plain computation: "
+                             "yes"]}
