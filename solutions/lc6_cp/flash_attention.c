@@ -41,8 +41,8 @@ void flash_attention_forward(float *o, float *lse, const float *q, const float *
      * TODO: tiled causal attention forward (online softmax).
      *   o (T x d) and lse (T, natural log) arrive holding garbage; scores q.k / sqrt(d), key
      *   j visible to query i when j <= i. Query tiles of br rows, key tiles of bc (the last
-     *   of each may be shorter); every tile's scores come from xt_attn_scores, which the
-     *   grader counts: the tiles holding a visible key, each once, none above the diagonal.
+     *   of each may be shorter); every tile's scores come from xt_attn_scores (xt_nn.h), which
+     *   the grader counts: the tiles holding a visible key, each once, none above the diagonal.
      *   Scratch only through xt_alloc, all freed, its peak at most one tile's worth (docs:
      *   4 (2 br bc + 4 (br + bc)(d + 1) + T) bytes): no malloc, no variable-length array,
      *   no stack or static array over 4 KiB. No MPI call; libxt's attention is refused.
@@ -140,7 +140,8 @@ void flash_attention_backward(float *dq, float *dk, float *dv, const float *dout
             xt_gemm(0, 1, nq, nk, d, 1.0f, doi, vj, 0.0f, ds);
             for (int r = 0; r < nq; r++)
                 for (int u = 0; u < nk; u++)
-                    ds[(size_t)r * nk + u] = p[(size_t)r * nk + u] * (ds[(size_t)r * nk + u] - D[r]);
+                    ds[(size_t)r * nk + u] =
+                        p[(size_t)r * nk + u] * (ds[(size_t)r * nk + u] - D[r]);
             xt_gemm(0, 0, nq, d, nk, scale, ds, kj, 1.0f, dq + (size_t)i0 * d);
             xt_gemm(1, 0, nk, d, nq, scale, ds, qi, 1.0f, dk + (size_t)j0 * d);
         }
@@ -170,8 +171,8 @@ static void run_case(xt_case *c)
         xt_array lse = xt_case_input_const(c, "lse");
         float *dq = xt_case_alloc(c, "dq", n, XT_F32), *dk = xt_case_alloc(c, "dk", n, XT_F32);
         float *dv = xt_case_alloc(c, "dv", n, XT_F32);
-        flash_attention_backward(dq, dk, dv, dout.data, q.data, k.data, v.data, o.data, lse.data,
-                                 T, d, br, bc);
+        flash_attention_backward(dq, dk, dv, dout.data, q.data, k.data, v.data, o.data, lse.data, T,
+                                 d, br, bc);
         xt_case_output(c, "dq", dq, XT_F32, n);
         xt_case_output(c, "dk", dk, XT_F32, n);
         xt_case_output(c, "dv", dv, XT_F32, n);
@@ -188,8 +189,8 @@ enum { DT = 10, DD = 4 };
 static const int TILES[4][2] = {{4, 3}, {3, 4}, {16, 5}, {2, 16}};
 
 /* Plain causal attention of one head, in double: the definition, row by row. */
-static void plain_attention(double *o, double *lse, const float *q, const float *k,
-                            const float *v, const double *shift, int which, double eps)
+static void plain_attention(double *o, double *lse, const float *q, const float *k, const float *v,
+                            const double *shift, int which, double eps)
 {
     /* The inputs q, k, v, the one named by `which` (0, 1, 2) moved by eps shift. */
     double x[3][DT * DD];
@@ -304,13 +305,17 @@ static void demo(MPI_Comm comm)
     for (int e = 0; e < DT * DD; e++)
         shift[e] = xt_rng_uniform(&g, -1.0f, 1.0f);
 
-    xt_printf_root(comm, "flash attention in one process: T = %d, d = %d, causal; every rank "
-                         "has the same\nq, k, v and cuts them into its own tiles of br queries "
-                         "x bc keys.\n\n", DT, DD);
+    xt_printf_root(comm,
+                   "flash attention in one process: T = %d, d = %d, causal; every rank "
+                   "has the same\nq, k, v and cuts them into its own tiles of br queries "
+                   "x bc keys.\n\n",
+                   DT, DD);
     xt_printf_root(comm, "rank 0's tiles, br = %d, bc = %d:\n", TILES[0][0], TILES[0][1]);
     draw_grid(comm, TILES[0][0], TILES[0][1]);
-    xt_printf_root(comm, "\nthe running max m and sum l of query tile %d..%d after each key "
-                         "tile:\n", TILES[0][0], 2 * TILES[0][0] - 1);
+    xt_printf_root(comm,
+                   "\nthe running max m and sum l of query tile %d..%d after each key "
+                   "tile:\n",
+                   TILES[0][0], 2 * TILES[0][0] - 1);
     draw_running(comm, q, k, TILES[0][0], TILES[0][1]);
 
     long pairs0, tiles0 = xt_attn_tiles(&pairs0), pairs1;
@@ -338,21 +343,22 @@ static void demo(MPI_Comm comm)
         double along = 0.0;
         for (int e = 0; e < DT * DD; e++)
             along += grads[t][e] * shift[e];
-        double fd = (plain_loss(q, k, v, dout, shift, t, eps) -
-                     plain_loss(q, k, v, dout, shift, t, -eps)) /
-                    (2 * eps);
+        double fd =
+            (plain_loss(q, k, v, dout, shift, t, eps) - plain_loss(q, k, v, dout, shift, t, -eps)) /
+            (2 * eps);
         err_grad = fmax(err_grad, fabs(along - fd));
     }
     size_t peak = xt_mem_peak(XT_MEM_KINDS);
 
-    xt_printf_root(comm, "\neach rank: the score tiles it computed of its grid, the largest "
-                         "error against\nthe plain definition (dq, dk, dv: along a direction, "
-                         "against finite\ndifferences), and its scratch at the peak (xt_alloc): "
-                         "forward, then forward\nand backward; one T x T matrix is %d B.\n",
+    xt_printf_root(comm,
+                   "\neach rank: the score tiles it computed of its grid, the largest "
+                   "error against\nthe plain definition (dq, dk, dv: along a direction, "
+                   "against finite\ndifferences), and its scratch at the peak (xt_alloc): "
+                   "forward, then forward\nand backward; one T x T matrix is %d B.\n",
                    4 * DT * DT);
     xt_printf_root(comm, "     br x bc   tiles  pairs      o      lse   grads   scratch\n");
-    xt_printf_ordered(comm, "%3d x %-3d  %2ld/%-2ld  %5ld  %.0e  %.0e  %.0e  %3zu/%zu B\n", br,
-                      bc, tiles, grid, pairs1 - pairs0, err_o, err_lse, err_grad, fwd_peak, peak);
+    xt_printf_ordered(comm, "%3d x %-3d  %2ld/%-2ld  %5ld  %.0e  %.0e  %.0e  %3zu/%zu B\n", br, bc,
+                      tiles, grid, pairs1 - pairs0, err_o, err_lse, err_grad, fwd_peak, peak);
     int ok = tiles == visible && err_o < 1e-5 && err_lse < 1e-5 && err_grad < 1e-4, all;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, comm);
     xt_printf_root(comm, "(at T = 32768 the same tiles need the same scratch; the T x T "

@@ -37,8 +37,8 @@ The rules, none of which the values can show:
   - no MPI call at all (one process, np = 1).
 
 Tolerance: cp.TOLERANCE, each output within 4e-5 of its largest |value| (at
-least 1). Measured (grade.py --margins, 6 seeds): the worst error was 2.9% of
-the bound.
+least 1). Measured (grade.py --margins, 6 seeds): the worst error was 2.5% of
+the bound (dq, T=48 br=bc=16); the forward's, 0.9%.
 """
 
 import os
@@ -199,8 +199,8 @@ def hidden_scratch(obj, source):
         out = ""
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 4 and parts[2] in "bBdD" and int(parts[1], 16) > FRAME_LIMIT:
-            msgs.append(f"defines a static array {parts[3]} of {int(parts[1], 16)} B: the "
+        if len(parts) == 4 and parts[2] in "bBdDC" and int(parts[1], 16) > FRAME_LIMIT:
+            msgs.append(f"defines a static array {parts[3].split('.')[0]} of {int(parts[1], 16)} B: the "
                         f"scratch is xt_alloc memory, which libxt's accounting sees")
     if not source or not os.path.exists(source):
         return msgs
@@ -223,10 +223,11 @@ def hidden_scratch(obj, source):
         if m and m.group(3) in STACK_WARNINGS:
             inside = re.search(r"in [‘'`](\w+)", m.group(2))
             where = inside.group(1) if inside else func
-            msgs.append(f"has {STACK_WARNINGS[m.group(3)]} at line {m.group(1)}"
-                        f"{f' (in {where})' if where else ''}: the scratch is xt_alloc "
-                        f"memory, which libxt's accounting sees; the stack and static memory "
-                        f"are not")
+            msg = (f"has {STACK_WARNINGS[m.group(3)]} at line {m.group(1)}"
+                   f"{f' (in {where})' if where else ''}: the scratch is xt_alloc memory, "
+                   f"which libxt's accounting sees; the stack and static memory are not")
+            if msg not in msgs:
+                msgs.append(msg)
     return msgs
 
 
