@@ -22,7 +22,8 @@
  *                                       (N none, C causal, S shifted), the (query,
  *                                       key) pairs computed, start, end, the E lines
  *                                       before it, and the receives pending while it
- *                                       ran with the bytes they expect
+ *                                       ran with the bytes they expect; T for a
+ *                                       tile of scores (attn_tile.c)
  *     SD 12                             compute calls not logged (past the log's cap)
  *     END
  *
@@ -84,7 +85,8 @@ void xti_record_stage(char op, int mb, int chunk, int first, int count, double s
 void xti_record_attn(char op, int nq, int nk, char mask, long pairs, double start, double end,
                      long events_before, int recv_pending, long recv_bytes)
 {
-    pairs_done[op == 'B'] += pairs;
+    if (op == 'F' || op == 'B')
+        pairs_done[op == 'B'] += pairs;
     char *line = call_slot();
     if (!line)
         return;
@@ -104,7 +106,7 @@ static void calls_write(FILE *f)
         fprintf(f, "# stage call: F|B|I|W|N micro-batch chunk start end (seconds since the "
                    "case began) first-layer layers events-before\n");
     if (n_attn_calls)
-        fprintf(f, "# attention block: F|B nq nk mask(N|C|S) pairs start end events-before "
+        fprintf(f, "# attention block: F|B|T nq nk mask(N|C|S) pairs start end events-before "
                    "receives-pending their-bytes\n");
     for (long i = 0; i < n_calls; i++)
         fprintf(f, "%s\n", calls[i].line);

@@ -13,7 +13,7 @@
  *   2 core_opts.c print.c npy.c notes.c counters.c call.c
  *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c mesh.c
  *   4 pmpi.c record.c nn.c
- *   5 case.c transformer.c stage.c attn_block.c
+ *   5 case.c transformer.c stage.c attn_block.c attn_tile.c
  *   6 case_run.c train.c tp_stage.c
  *   7 init.c
  *   8 cuda.cu
@@ -402,8 +402,9 @@ void xti_record_write(const char *path, double seconds);
  * layers, start and end by xti_now(), and the events (E lines) logged before it began. */
 void xti_record_stage(char op, int mb, int chunk, int first, int count, double start, double end,
                       long events_before);
-/* An attention block's call (op F or B, attn_block.c): its shape, mask and (query, key) pairs,
- * start and end, the events before it, and the receives pending while it ran. */
+/* An attention block's call (op F or B, attn_block.c; op T, a tile of scores, attn_tile.c): its
+ * shape, mask and (query, key) pairs, start and end, the events before it, and the receives
+ * pending while it ran. */
 void xti_record_attn(char op, int nq, int nk, char mask, long pairs, double start, double end,
                      long events_before, int recv_pending, long recv_bytes);
 /* At finalize: a demo's compute calls, to XT_STAGE_LOG's directory if it is set. */

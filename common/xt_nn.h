@@ -16,7 +16,9 @@
  *     decoder block made of them;
  *   - a tensor-parallel pipeline stage of a decoder language model (tp_stage.c);
  *   - attention blocks (attn_block.c): a block of queries against a block of
- *     keys and values under a mask, and the log-sum-exp merge of two results.
+ *     keys and values under a mask, and the log-sum-exp merge of two results;
+ *     one tile of scores (attn_tile.c), logged, for programs that tile
+ *     attention themselves.
  *
  * Every matrix is row-major float32. A linear layer computes y = x W + b with
  * x rows x in, W in x out, b of length out. Backward functions accumulate
@@ -588,6 +590,16 @@ long xt_attn_pairs(char op);
  * carries no weight; two such rows give o = 0, lse = -inf.
  */
 void xt_lse_merge(float *o, float *lse, const float *o_blk, const float *lse_blk, int rows, int d);
+
+/*
+ * One tile of scores for a program that tiles attention itself (attn_tile.c):
+ * s (nq x nk, row-major) = scale q k^T, q nq x d and k nk x d row-major (rows
+ * of one head). No mask: the caller applies it. Each call is logged in the
+ * case record (an A line: op T, mask N, nq x nk pairs); xt_attn_tiles gives
+ * the calls since the program began, and their pairs in *pairs (may be NULL).
+ */
+void xt_attn_scores(float *s, const float *q, const float *k, int nq, int nk, int d, float scale);
+long xt_attn_tiles(long *pairs);
 
 #ifdef __cplusplus
 }

@@ -323,7 +323,7 @@ def main():
                 else:
                     extra = [f for t in ex_tests for f in t.forbidden]
                     bad = harness.forbidden_calls(binaries[ex] + (".cu.o" if ext == ".cu" else ".o"),
-                                                  extra)
+                                                  extra, sources[ex])
                     if bad:
                         results = [harness.TestResult(t, verdict="RULE",
                                                       lines=[f"{sources[ex]} {bad[0]}"])

@@ -79,7 +79,7 @@ class StageCall:
 @dataclasses.dataclass
 class AttnCall:
     """One call of libxt's attention block (common/attn_block.c), an A line of the record."""
-    op: str  # F forward, B backward
+    op: str  # F forward, B backward; T a tile of scores (xt_attn_scores)
     nq: int
     nk: int
     mask: str  # N none, C causal, S shifted
@@ -1257,10 +1257,13 @@ def harness_only():
                                         "grader's cases; an exercise has xt.h and xt_nn.h")]
 
 
-def forbidden_calls(obj, extra=()):
+def forbidden_calls(obj, extra=(), source=None):
     """RULE messages for symbols an exercise object must not use: every exercise's
     FORBIDDEN_SYMBOLS, libxt's harness functions and `extra`, [(regex, message)] from
-    its tests."""
+    its tests. An entry of `extra` may instead be a function (obj, source) -> [message],
+    a check of the object and its source that symbols cannot express (an array on the
+    stack where memory is accounted)."""
+    patterns = [e for e in extra if not callable(e)]
     try:
         out = subprocess.run(["nm", "-u", obj], capture_output=True, text=True, timeout=30)
     except OSError:
@@ -1269,9 +1272,12 @@ def forbidden_calls(obj, extra=()):
     for line in out.stdout.splitlines():
         sym = line.split()[-1] if line.split() else ""
         sym = sym.split("@")[0]
-        for pat, msg in list(FORBIDDEN_SYMBOLS) + harness_only() + list(extra):
+        for pat, msg in list(FORBIDDEN_SYMBOLS) + harness_only() + patterns:
             if re.search(pat, sym):
                 msgs.append(msg.format(sym))
+    for check in extra:
+        if callable(check):
+            msgs.extend(check(obj, source))
     return msgs
 
 

@@ -32,7 +32,9 @@ Each says:
   device                  "cpu", or "cuda" for the programs graded by
                           DEVICE=cuda (lcN/<exercise>.cu)
   forbidden               symbols this exercise may not call (libxt's own copy
-                          of the function the student writes, say)
+                          of the function the student writes, say), [(regex,
+                          message)]; an entry may also be a function (object,
+                          source) -> [message], a check of the built object
   locate(case, name, i)   optional: where flat index i of output `name` lies (its
                           shard and owner), added to a WRONG report
 
@@ -109,7 +111,8 @@ class Test:
     files: Optional[Callable] = None  # (case, inputs, outs, scratch dir) -> [(rank, msg)]
     refusal: Optional[Callable] = None  # (case, inputs, error text | None, scratch dir) -> msg
     # Symbols the exercise's object must not use, beyond every exercise's list
-    # (harness.FORBIDDEN_SYMBOLS): [(regex, message with {} for the symbol)].
+    # (harness.FORBIDDEN_SYMBOLS): [(regex, message with {} for the symbol)], or
+    # functions (object path, source path) -> [message] checking the object otherwise.
     forbidden: Sequence = ()
     # Where a flat index of an output lies, for WRONG reports of sharded buffers:
     # (case, output name, flat index, rank) -> "flat 101: the first element of rank 1's

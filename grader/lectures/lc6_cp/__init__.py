@@ -8,6 +8,7 @@ blocks each rank computed (libxt logs them: their masks, the position pairs
 they covered, and the receives pending while they ran).
 """
 
+from lectures.lc6_cp.flash import flash_attention_backward, flash_attention_forward
 from lectures.lc6_cp.ring import ring_attention_backward, ring_attention_forward
 from lectures.lc6_cp.ulysses import (ulysses_attention_backward, ulysses_attention_forward,
                                      ulysses_heads_to_seq, ulysses_seq_to_heads)
@@ -15,11 +16,15 @@ from lectures.lc6_cp.zigzag import zigzag_attention_backward, zigzag_attention_f
 
 TITLE = "context parallelism"
 
-TESTS = [ring_attention_forward, ring_attention_backward, zigzag_attention_forward,
-         zigzag_attention_backward, ulysses_seq_to_heads, ulysses_heads_to_seq,
-         ulysses_attention_forward, ulysses_attention_backward]
+TESTS = [flash_attention_forward, flash_attention_backward,
+         ring_attention_forward, ring_attention_backward,
+         zigzag_attention_forward, zigzag_attention_backward,
+         ulysses_seq_to_heads, ulysses_heads_to_seq, ulysses_attention_forward,
+         ulysses_attention_backward]
 
-DEMOS = {"ring_attention": ["matches one process: yes"],
+DEMOS = {"flash_attention": ["every rank's tiles and values agree with the plain computation: "
+                             "yes"],
+         "ring_attention": ["matches one process: yes"],
          "zigzag_attention": ["matches one process: yes"],
          "ulysses_attention": ["round trip gives every rank its input back: yes",
                                "o, lse, dq, dk, dv agree with one process: yes"]}
