@@ -8,8 +8,16 @@ blocks each rank computed (libxt logs them: their masks, the position pairs
 they covered, and the receives pending while they ran).
 """
 
+from lectures.lc6_cp.softmax import (lse_merge, online_softmax, ring_online_softmax,
+                                     softmax_backward)
+
 TITLE = "context parallelism"
 
-TESTS = []
+TESTS = [online_softmax, lse_merge,
+         softmax_backward,
+         ring_online_softmax]
 
-DEMOS = {}
+DEMOS = {"online_softmax": ["online and two-pass softmax agree: yes",
+                            "merged halves equal the whole: yes"],
+         "softmax_backward": ["dx equals the Jacobian's product: yes"],
+         "ring_online_softmax": ["every rank's y equals the single-process softmax: yes"]}
