@@ -52,7 +52,9 @@ void ring_online_softmax(const float *x, float *y, int n, MPI_Comm comm)
      * TODO: y = this rank's part of the softmax of the whole vector.
      *   The whole vector is every rank's x in rank order; n may be 0. Exactly np-1 messages
      *   sent, each to rank+1, and np-1 received, each from rank-1 (mod np), each one (max,
-     *   sum) pair of 2 floats (8 bytes), on comm; no collective. x may be near +-1e4.
+     *   sum) pair of 2 floats (8 bytes), on comm; no collective. x may be near +-1e4: y
+     *   within float32 roundings of e^(x - M) / S, M subtracted itself in the exp (M +
+     *   log S near 1e4 loses 3 digits).
      */
     // BEGIN SOLUTION
     int np, rank;
