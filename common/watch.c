@@ -14,6 +14,11 @@
  * Nonblocking receives count when they complete, not when they are posted;
  * until then the snapshots show their part of the buffer as it was when
  * posted, not whatever MPI has already written there.
+ *
+ * A message from or into other memory (an algorithm's own scratch) is named
+ * by its length, or, after xt_watch_values(k), by its contents when it holds
+ * at most k elements of the buffer's type: a ring that passes a (max, sum)
+ * pair around shows the pairs.
  */
 #include "xt_internal.h"
 
@@ -24,11 +29,12 @@
 enum { MAX_STEPS = 64, MAX_CHUNKS = 64, MAX_WATCH_BYTES = 1 << 16, MAX_PENDING = 16 };
 
 typedef struct {
-    int to, sent_a, sent_b;   /* to: -1 if nothing sent; a = b = -1: not from the buffer */
-    int from, recv_a, recv_b; /* from: -1 if nothing received; a = -1: into scratch */
-    int fold_a, fold_b;       /* like recv_a, recv_b: where MPI_Reduce_local reduced into */
-    int folded, touched;      /* a reduction happened; the watched buffer was used */
-    char *after;              /* the buffer when the step ended */
+    int to, sent_a, sent_b;      /* to: -1 if nothing sent; a = b = -1: not from the buffer */
+    int from, recv_a, recv_b;    /* from: -1 if nothing received; a = -1: into scratch */
+    int fold_a, fold_b;          /* like recv_a, recv_b: where MPI_Reduce_local reduced into */
+    int folded, touched;         /* a reduction happened; the watched buffer was used */
+    char *after;                 /* the buffer when the step ended */
+    char sent_v[64], recv_v[64]; /* a small message outside the buffer, by its values */
 } step;
 
 static struct {
@@ -37,7 +43,8 @@ static struct {
     int count, size, nchunks;
     int start[MAX_CHUNKS + 1]; /* chunk c is [start[c], start[c + 1]) */
     xt_dtype xd;
-    int known; /* dt has an xt_dtype, so its values can be printed */
+    int known;  /* dt has an xt_dtype, so its values can be printed */
+    int values; /* xt_watch_values: show messages outside the buffer up to this many elements */
     step steps[MAX_STEPS];
     int n;
     int overflow; /* steps past MAX_STEPS were not kept */
@@ -94,6 +101,33 @@ static void range(const void *buf, int count, MPI_Datatype dt, int *a, int *b)
     *b = (int)((off + len) / w.size);
 }
 
+void xt_watch_values(int upto)
+{
+    XT_CHECK(w.on, "xt_watch_values without xt_watch_begin");
+    XT_CHECK(upto >= 0 && upto <= 8, "xt_watch_values(%d): a demo shows 0 to 8 values", upto);
+    w.values = upto;
+}
+
+/* "[v0 v1]": a message outside the buffer, read as the buffer's type, when xt_watch_values
+ * asked for messages that short; else "" (named by its length instead). */
+static void payload(char *out, size_t cap, const void *buf, int count, MPI_Datatype dt)
+{
+    int size = 0;
+    out[0] = '\0';
+    PMPI_Type_size(dt, &size);
+    long bytes = (long)count * size, n = bytes / w.size;
+    if (!w.values || !w.known || !buf || bytes <= 0 || bytes % w.size || n > w.values)
+        return;
+    size_t pos = (size_t)snprintf(out, cap, "[");
+    for (long i = 0; i < n && pos < cap; i++) {
+        char v[32];
+        xti_format_value(v, sizeof v, (const char *)buf + i * w.size, w.xd);
+        pos += (size_t)snprintf(out + pos, cap - pos, "%s%s", i ? " " : "", v);
+    }
+    if (pos < cap)
+        snprintf(out + pos, cap - pos, "]");
+}
+
 static char *snapshot(void)
 {
     char *copy = xt_malloc((size_t)w.count * (size_t)w.size + 1);
@@ -129,7 +163,7 @@ static step *new_step(void)
         return NULL;
     }
     step *s = &w.steps[w.n++];
-    *s = (step){-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, NULL};
+    *s = (step){-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, NULL, "", ""};
     return s;
 }
 
@@ -150,6 +184,8 @@ void xti_watch_send(const void *buf, int count, MPI_Datatype dt, int peer)
     s->to = peer;
     range(buf, count, dt, &s->sent_a, &s->sent_b);
     s->touched |= s->sent_a >= 0;
+    if (s->sent_a < 0)
+        payload(s->sent_v, sizeof s->sent_v, buf, count, dt);
 }
 
 void xti_watch_recv(const void *buf, int count, MPI_Datatype dt, int peer)
@@ -171,6 +207,8 @@ void xti_watch_recv(const void *buf, int count, MPI_Datatype dt, int peer)
     s->from = peer;
     range(buf, count, dt, &s->recv_a, &s->recv_b);
     s->touched |= s->recv_a >= 0;
+    if (s->recv_a < 0)
+        payload(s->recv_v, sizeof s->recv_v, buf, count, dt);
 }
 
 void xti_watch_fold(const void *buf, int count, MPI_Datatype dt)
@@ -240,6 +278,32 @@ static void format_chunks(char *out, size_t cap, const char *buf, int width)
         snprintf(out + pos, cap - pos, "]");
 }
 
+/* What step s sent ("c0 -> r1") and received ("c3 <- r3 (reduced in)"), each "" if nothing. */
+static void describe_step(const step *s, char *sent, size_t sent_cap, char *got, size_t got_cap)
+{
+    char what[72];
+    sent[0] = got[0] = '\0';
+    if (s->to >= 0) {
+        if (s->sent_v[0])
+            snprintf(what, sizeof what, "%s", s->sent_v);
+        else
+            name_range(what, sizeof what, s->sent_a, s->sent_b);
+        snprintf(sent, sent_cap, "%s -> r%d", what, s->to);
+    }
+    if (s->from >= 0) {
+        if (s->recv_v[0])
+            snprintf(what, sizeof what, "%s", s->recv_v);
+        else
+            name_range(what, sizeof what, s->recv_a, s->recv_b);
+        if (s->recv_a < 0 && s->fold_a >= 0)
+            name_range(what, sizeof what, s->fold_a, s->fold_b);
+        snprintf(got, got_cap, "%s <- r%d%s", what, s->from, s->folded ? " (reduced in)" : "");
+    } else if (s->folded) {
+        name_range(what, sizeof what, s->fold_a, s->fold_b);
+        snprintf(got, got_cap, "reduced into %s", what);
+    }
+}
+
 void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np))
 {
     XT_CHECK(w.on, "xt_watch_print without xt_watch_begin");
@@ -249,12 +313,19 @@ void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np))
     int rank, np, n = w.n, most = 0, width = 1;
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &np);
+    /* Columns as wide as the widest entry on any rank (at least 13 and 22). */
+    int cols[2] = {13, 22};
     for (int k = 0; k < w.n; k++) {
         int wk = widest(w.steps[k].after);
         width = wk > width ? wk : width;
+        char sent[96], got[112];
+        describe_step(&w.steps[k], sent, sizeof sent, got, sizeof got);
+        cols[0] = (int)strlen(sent) > cols[0] ? (int)strlen(sent) : cols[0];
+        cols[1] = (int)strlen(got) > cols[1] ? (int)strlen(got) : cols[1];
     }
     PMPI_Allreduce(&n, &most, 1, MPI_INT, MPI_MAX, comm);
     PMPI_Allreduce(MPI_IN_PLACE, &width, 1, MPI_INT, MPI_MAX, comm);
+    PMPI_Allreduce(MPI_IN_PLACE, cols, 2, MPI_INT, MPI_MAX, comm);
     /* A buffer the algorithm never touched (it works on a copy) is not worth showing. */
     int any_touched = 0;
     for (int k = 0; k < w.n; k++)
@@ -267,29 +338,14 @@ void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np))
                    label ? ")" : "");
             fflush(stdout);
         }
-        char line[1024] = "", sent[48] = "", got[64] = "", buf[768] = "";
+        char line[1024] = "", sent[96] = "", got[112] = "", buf[768] = "";
         if (k < w.n) {
-            const step *s = &w.steps[k];
-            char what[24];
-            if (s->to >= 0) {
-                name_range(what, sizeof what, s->sent_a, s->sent_b);
-                snprintf(sent, sizeof sent, "%s -> r%d", what, s->to);
-            }
-            if (s->from >= 0) {
-                name_range(what, sizeof what, s->recv_a, s->recv_b);
-                if (s->recv_a < 0 && s->fold_a >= 0)
-                    name_range(what, sizeof what, s->fold_a, s->fold_b);
-                snprintf(got, sizeof got, "%s <- r%d%s", what, s->from,
-                         s->folded ? " (reduced in)" : "");
-            } else if (s->folded) {
-                name_range(what, sizeof what, s->fold_a, s->fold_b);
-                snprintf(got, sizeof got, "reduced into %s", what);
-            }
+            describe_step(&w.steps[k], sent, sizeof sent, got, sizeof got);
             if (any_touched)
-                format_chunks(buf, sizeof buf, s->after, width);
-            snprintf(line, sizeof line, "%-13s %-22s %s", sent, got, buf);
+                format_chunks(buf, sizeof buf, w.steps[k].after, width);
+            snprintf(line, sizeof line, "%-*s %-*s %s", cols[0], sent, cols[1], got, buf);
         } else {
-            snprintf(line, sizeof line, "%-13s %-22s %s", "", "", "(done)");
+            snprintf(line, sizeof line, "%-*s %-*s %s", cols[0], "", cols[1], "", "(done)");
         }
         for (size_t len = strlen(line); len > 0 && line[len - 1] == ' '; len--)
             line[len - 1] = '\0';

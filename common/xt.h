@@ -100,6 +100,10 @@ void xt_format_buffer(char *out, size_t cap, const void *buf, int count, MPI_Dat
  * step (from 0) belongs to.
  */
 void xt_watch_begin(const void *buf, MPI_Datatype dt, const int *chunk_counts, int nchunks);
+/* After xt_watch_begin: a message sent from or received into other memory that holds at
+ * most `upto` (0 to 8) elements of the buffer's type is shown by its values, not its length
+ * (a (max, sum) pair travelling a ring). */
+void xt_watch_values(int upto);
 void xt_watch_print(MPI_Comm comm, const char *(*phase)(int step, int np));
 
 /* -------------------------------------------------------------------- memory */

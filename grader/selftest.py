@@ -265,6 +265,13 @@ def test_watch(s):
                         " | ".join(views["nonblocking"][:3]))
     s.record("watch: a nonblocking ring (Irecv, Isend, Waitall) shows the steps of a blocking "
              "one: receives count when they complete", not problems, problems)
+    r = mpirun(4, [exe, "--mode=values"])
+    lines = [ln.rstrip() for ln in r.output.splitlines() if ln.startswith("[r")]
+    want = ["[r0] [0 0] -> r1   [3 30] <- r3", "[r3] [1 10] -> r0  [0 0] <- r2"]
+    missing = [w for w in want if w not in lines]
+    s.record("watch: xt_watch_values shows a small message outside the buffer by its values "
+             "(a pair passed around a ring)", r.returncode == 0 and not missing,
+             [f"exit {r.returncode}; missing {missing}; got " + " | ".join(lines[:5])])
 
 
 def test_trace(s):

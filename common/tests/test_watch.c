@@ -3,7 +3,8 @@
  * self-test: --mode=blocking exchanges with MPI_Sendrecv, --mode=nonblocking
  * posts MPI_Irecv before MPI_Isend and waits for both. The two must print
  * the same steps: a receive belongs to the step in which it completes, and
- * the buffer shows it only from then on.
+ * the buffer shows it only from then on. --mode=values passes a pair of its
+ * own around the ring instead, which xt_watch_values shows by its values.
  */
 #include "xt_harness.h"
 
@@ -21,6 +22,18 @@ static void demo(MPI_Comm comm)
     buf[rank] = 10 * (rank + 1);
     xt_watch_begin(buf, MPI_INT, counts, np);
     int right = (rank + 1) % np, left = (rank - 1 + np) % np;
+    if (strcmp(xt_arg_str("mode", "blocking"), "values") == 0) {
+        int pair[2] = {rank, 10 * rank}, got[2];
+        xt_watch_values(2);
+        for (int s = 0; s < np - 1; s++) {
+            MPI_Sendrecv(pair, 2, MPI_INT, right, 0, got, 2, MPI_INT, left, 0, comm,
+                         MPI_STATUS_IGNORE);
+            pair[0] = got[0];
+            pair[1] = got[1];
+        }
+        xt_watch_print(comm, NULL);
+        return;
+    }
     for (int s = 0; s < np - 1; s++) {
         int out = (rank - s + np) % np, in = (rank - s - 1 + np) % np;
         if (nonblocking) {

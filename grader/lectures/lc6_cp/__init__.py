@@ -10,20 +10,28 @@ they covered, and the receives pending while they ran).
 
 from lectures.lc6_cp.flash import flash_attention_backward, flash_attention_forward
 from lectures.lc6_cp.ring import ring_attention_backward, ring_attention_forward
+from lectures.lc6_cp.softmax import (lse_merge, online_softmax, ring_online_softmax,
+                                     softmax_backward)
 from lectures.lc6_cp.ulysses import (ulysses_attention_backward, ulysses_attention_forward,
                                      ulysses_heads_to_seq, ulysses_seq_to_heads)
 from lectures.lc6_cp.zigzag import zigzag_attention_backward, zigzag_attention_forward
 
 TITLE = "context parallelism"
 
-TESTS = [flash_attention_forward, flash_attention_backward,
+TESTS = [online_softmax, lse_merge, softmax_backward,
+         flash_attention_forward, flash_attention_backward,
+         ring_online_softmax,
          ring_attention_forward, ring_attention_backward,
          zigzag_attention_forward, zigzag_attention_backward,
          ulysses_seq_to_heads, ulysses_heads_to_seq, ulysses_attention_forward,
          ulysses_attention_backward]
 
-DEMOS = {"flash_attention": ["every rank's tiles and values agree with the plain computation: "
+DEMOS = {"online_softmax": ["online and two-pass softmax agree: yes",
+                            "merged halves equal the whole: yes"],
+         "softmax_backward": ["dx equals the Jacobian's product: yes"],
+         "flash_attention": ["every rank's tiles and values agree with the plain computation: "
                              "yes"],
+         "ring_online_softmax": ["every rank's y equals the single-process softmax: yes"],
          "ring_attention": ["matches one process: yes"],
          "zigzag_attention": ["matches one process: yes"],
          "ulysses_attention": ["round trip gives every rank its input back: yes",

@@ -265,7 +265,7 @@ def zigzag_balance(op, what):
     return rule
 
 
-# ------------------------------------------------------------ all-to-alls
+# -------------------------------------------------------------- all-to-all
 
 COMMUNICATING_KINDS = ("p2p", "coll", "comm", "rma")
 
@@ -304,5 +304,42 @@ def alltoalls_exactly(expected, why):
             shown = ", ".join(f"{b} B" for b in got[:12]) + (", ..." if len(got) > 12 else "")
             return [(r, f"rank {r} made {len(got)} MPI_Alltoall ({shown or 'none'}); "
                         f"expected {budget}")]
+        return []
+    return rule
+
+
+# ------------------------------------------------------ a ring of small messages
+
+def ring_messages(steps, message_bytes, what):
+    """Rule: only point-to-point messages on comm; rank r sends exactly steps(np) messages,
+    each to rank r+1 and of message_bytes, and receives exactly steps(np), each from rank
+    r-1 (mod np) and of message_bytes. `what` names one message ("one (max, sum) pair")."""
+    def rule(case, inputs, records):
+        n = case.np
+        want = steps(n)
+        for r, rec in enumerate(records):
+            coll = sorted(fn for fn, st in rec.calls.items()
+                          if st.calls and st.kind in COLLECTIVE_KINDS)
+            if coll:
+                return [(r, f"rank {r} called {', '.join(coll)}: the ring passes {what} to "
+                            f"its neighbour with point-to-point messages, no collective")]
+            mine = [e for e in rec.events if e.dir in ("S", "R")]
+            for e in mine:
+                if e.comm != "case":
+                    return [(r, f"rank {r} made {e.fn} on another communicator than comm")]
+                peer = (r + 1) % n if e.dir == "S" else (r - 1) % n
+                if e.peer != peer:
+                    verb = "sent to" if e.dir == "S" else "received from"
+                    return [(r, f"rank {r} {verb} rank {e.peer} ({e.fn}): in the ring, "
+                                f"rank r sends to r+1 and receives from r-1 only")]
+            for d, verb in (("S", "sent"), ("R", "received")):
+                got = [e for e in mine if e.dir == d]
+                if len(got) != want:
+                    return [(r, f"rank {r} {verb} {len(got)} message(s), expected exactly "
+                                f"{want} at np={n}: np-1 steps of {what}")]
+                odd = next((e for e in got if e.bytes != message_bytes), None)
+                if odd:
+                    return [(r, f"rank {r} {verb} a message of {odd.bytes} bytes ({odd.fn}): "
+                                f"each message is {what}, {message_bytes} bytes")]
         return []
     return rule

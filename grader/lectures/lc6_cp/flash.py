@@ -48,6 +48,7 @@ import tempfile
 from collections import Counter
 
 from spec import hinted, test
+from lectures.lc4_tp.tp import no_communication
 from lectures.lc6_cp import cp
 
 # (T, d, br, bc). The first one: the tile whose first key is the query tile's last
@@ -156,15 +157,6 @@ scratch_bound = hinted(
     "hold the accumulators themselves")
 
 
-def no_mpi(case, inputs, records):
-    """No MPI call at all: one process."""
-    used = sorted(fn for fn, st in records[0].calls.items() if st.calls)
-    if used:
-        return [(0, f"rank 0 called {', '.join(used)}: flash attention runs in one process "
-                    f"and makes no MPI call")]
-    return []
-
-
 # ------------------------------------------------------------ the object
 
 FRAME_LIMIT = 4096  # bytes: a function's stack frame, a static array
@@ -226,7 +218,8 @@ FORBIDDEN = [
     hidden_scratch,
 ]
 
-RULES = [no_mpi, tiles_exactly, scratch_bound]
+RULES = [no_communication("flash attention", has_comm=False), tiles_exactly,
+         scratch_bound]
 
 
 @test("flash_attention", points=8, inputs=cp.attention_inputs, reference=cp.forward_reference,

@@ -1,0 +1,121 @@
+/*
+ * ring_online_softmax.c: the softmax of a vector cut across the ranks, its
+ * max and sum passed around a ring. docs/lc6_cp.md#ring_online_softmax
+ *
+ * Rank r holds block r of the vector (xt_block's rule: some ranks hold one
+ * element more, and a rank may hold none). softmax(x)_i = e^(x_i - M) / S
+ * needs the max M and the sum S = sum_j e^(x_j - M) of the whole vector.
+ * Each rank sums its own block against its own max, giving a pair (m, s);
+ * two pairs merge as the online softmax merges blocks (online_softmax.c):
+ *
+ *     (m_a, s_a) + (m_b, s_b) = (m, s_a e^(m_a - m) + s_b e^(m_b - m)),  m = max(m_a, m_b)
+ *
+ * and an empty block's pair is (-inf, 0), which must merge into nothing, not
+ * NaN. The pairs travel a ring, to r+1, from r-1. At step s each rank sends
+ * the pair it holds, which covers its own block and the s-1 before it, and
+ * receives the pair of the s blocks before its own; with its own pair that
+ * makes s+1 blocks. After np-1 steps every rank covers the whole vector:
+ *
+ *              step 1          step 2            step 3
+ *     r0    {0} + {3}       {0} + {2,3}       {0} + {1,2,3}    = (M, S) on every
+ *     r1    {1} + {0}       {1} + {3,0}       {1} + {2,3,0}      rank, each then
+ *     r2    {2} + {1}       {2} + {0,1}       {2} + {3,0,1}      normalizing its
+ *     r3    {3} + {2}       {3} + {1,2}       {3} + {0,1,2}      own block
+ *
+ * This is ring attention's pattern with the smallest possible message: there
+ * the key/value blocks travel and each rank merges what arrives by the LSE.
+ *
+ * Cost per rank: np-1 messages of one pair (2 floats, 8 bytes) sent and as
+ * many received: (np-1)(alpha + 8 beta). An all-reduce of the pair with a
+ * user-defined MPI_Op would take about log2(np) steps instead.
+ */
+#include "xt_nn.h"
+
+#include <math.h>
+#include <stdio.h>
+
+void ring_online_softmax(const float *x, float *y, int n, MPI_Comm comm)
+{
+    /*
+     * TODO: y = this rank's part of the softmax of the whole vector.
+     *   The whole vector is every rank's x in rank order; n may be 0. Exactly np-1 messages
+     *   sent, each to rank+1, and np-1 received, each from rank-1 (mod np), each one (max,
+     *   sum) pair of 2 floats (8 bytes), on comm; no collective. x may be near +-1e4: y
+     *   within float32 roundings of e^(x - M) / S, M subtracted itself in the exp (M +
+     *   log S near 1e4 loses 3 digits).
+     */
+    XT_TODO("y = this rank's part of the softmax of the whole vector.", x, y, n, comm);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void run_case(xt_case *c)
+{
+    xt_array x = xt_case_input_const(c, "x");
+    float *y = xt_case_alloc(c, "y", x.count, XT_F32);
+    ring_online_softmax(x.data, y, (int)x.count, xt_case_comm(c));
+    xt_case_output(c, "y", y, XT_F32, x.count);
+}
+
+/*
+ * Ten scores cut over the ranks; each rank's own (max, sum), then every
+ * pair sent and received at each step of the ring (libxt's watch shows the
+ * messages' contents), then each rank's y against the single-process
+ * softmax of the whole vector.
+ */
+static void demo(MPI_Comm comm)
+{
+    enum { T = 10 };
+    const float whole[T] = {2, 0, 1, 4, 3, 1, 7, 2, 5, 6};
+    int np, rank, lo, n;
+    MPI_Comm_size(comm, &np);
+    MPI_Comm_rank(comm, &rank);
+    xt_block(T, np, rank, &lo, &n);
+    const float *x = whole + lo;
+    float y[T];
+    double m = -INFINITY, s = 0.0, M = -INFINITY, S = 0.0;
+    for (int i = 0; i < n; i++)
+        m = fmax(m, x[i]);
+    for (int i = 0; i < n; i++)
+        s += exp(x[i] - m);
+    for (int i = 0; i < T; i++)
+        M = fmax(M, whole[i]);
+    for (int i = 0; i < T; i++)
+        S += exp(whole[i] - M);
+    xt_printf_root(comm,
+                   "x = [2 0 1 4 3 1 7 2 5 6] over %d ranks; a pair is (max, sum of "
+                   "e^(x - max))\n",
+                   np);
+    xt_print_buffer_ordered(comm, "x_r: ", x, n, MPI_FLOAT);
+    xt_printf_ordered(comm, "own pair (%g, %.4f)", m, s);
+
+    xt_printf_root(comm, "the ring: the pair each rank sent (-> r+1) and received (<- r-1)\n");
+    int chunk = n;
+    xt_watch_begin(y, MPI_FLOAT, &chunk, 1);
+    xt_watch_values(2);
+    ring_online_softmax(x, y, n, comm);
+    xt_watch_print(comm, NULL);
+
+    double worst = 0.0;
+    for (int i = 0; i < n; i++) {
+        double want = exp(x[i] - M) / S;
+        worst = fmax(worst, fabs(y[i] - want) / want);
+    }
+    xt_printf_root(comm, "the whole vector's pair: (M, S) = (%g, %.4f)\n", M, S);
+    char text[T * 8 + 1] = "";
+    for (int i = 0, pos = 0; i < n; i++)
+        pos += snprintf(text + pos, sizeof text - (size_t)pos, "%s%.4f", i ? " " : "", y[i]);
+    xt_printf_ordered(comm, "y_r = e^(x_r - M) / S: [%s]", text);
+    double most = 0.0;
+    MPI_Allreduce(&worst, &most, 1, MPI_DOUBLE, MPI_MAX, comm);
+    xt_printf_root(comm,
+                   "every rank's y equals the single-process softmax: %s (relative "
+                   "error %.1e)\n",
+                   most < 1e-6 ? "yes" : "NO", most);
+    xt_printf_root(comm, "each rank sent np-1 = %d messages of 8 bytes\n", np - 1);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
