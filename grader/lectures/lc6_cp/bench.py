@@ -376,8 +376,8 @@ def print_tables(rows, cores):
     sel = sorted(pick(("ring", "blocking")), key=lambda r: (r["op"] != "F", r["np"],
                                                             r["program"] != "ring"))
     if sel:
-        print("\n## ring attention: receives posted before the compute (ring) against a blocking "
-              "exchange")
+        print("\nring attention, receives posted before the compute (ring) against a blocking "
+              "exchange:")
         fmt = "{:<9} {:<8} {:>4} {:>9} {:>9} {:>9} {:>9} {:>14}"
         print(fmt.format("program", "op", "np", "best ms", "median", "compute", "other",
                          "under compute"))
@@ -389,8 +389,8 @@ def print_tables(rows, cores):
     sel = sorted(pick(("ring", "zigzag")), key=lambda r: (r["op"] != "F", r["np"],
                                                           r["program"] != "ring"))
     if sel:
-        print("\n## contiguous (ring) against zigzag: (query, key) pairs and compute time per "
-              "rank, rank 0 first")
+        print("\ncontiguous (ring) against zigzag, (query, key) pairs and compute time per "
+              "rank, rank 0 first:")
         note("formula: contiguous r c^2 + c(c+1)/2 (c = T/np), zigzag c'^2 (2np-1) + c'(c'+1) "
              "(c' = T/(2np))")
         fmt = "{:<10} {:<8} {:>4}  {:<30} {:>7}  {:<24} {:>7}"
@@ -407,18 +407,19 @@ def print_tables(rows, cores):
     sel = sorted(pick(("ring", "zigzag", "ulysses")), key=lambda r: (r["op"] != "F", r["np"],
                                                                      order(r)))
     if sel:
-        print("\n## Ulysses against the ring: step time and bytes sent per rank")
+        print("\nUlysses against the ring, step time and bytes sent per rank:")
         note("formula: ring and zigzag 2 (np-1) (T/np) hkv hd 4 forward, (2np-1) such blocks "
              "backward (the dK/dV rotations); Ulysses (np-1)/np of each all-to-all: forward "
              "(2 hq hd + 2 max(hkv,np) hd + hq) (T/np) 4 (np-1)/np, backward (4 hq hd + "
              "4 max(hkv,np) hd + hq) (T/np) 4 (np-1)/np")
-        fmt = "{:<9} {:<8} {:>4} {:>9} {:>9} {:>14} {:>10}"
-        print(fmt.format("program", "op", "np", "best ms", "median", "bytes per rank",
+        fmt = "{:<9} {:<8} {:>4} {:>9} {:>9} {:>9} {:>14} {:>10}"
+        print(fmt.format("program", "op", "np", "best ms", "median", "other", "bytes per rank",
                          "formula"))
         for r in sel:
             sent = slashed(sorted(set(r["bytes"])))
             print(fmt.format(r["program"], dict(OPS)[r["op"]], f"{r['np']}{over(r['np'])}",
-                             ms(r["best"]), ms(r["median"]), sent, r["bytes_formula"]))
+                             ms(r["best"]), ms(r["median"]), ms(r["other"]), sent,
+                             r["bytes_formula"]))
 
 
 def run(args):
@@ -485,6 +486,11 @@ def run(args):
                 print(f"# {name} np {n}: " + ", ".join(
                     f"{dict(OPS)[r['op']]} {ms(r['best'])} ms" for r in rows), flush=True)
     print_tables(results, trun.cores)
+    if results:
+        worst = max(r["worst_error"] for r in results)
+        note(f"values: every round of every run within lecture 6's tolerance "
+             f"({cp.ATTN_RTOL:g} of each output's largest value); the worst error "
+             f"{100 * worst:.1f}% of it")
     return trun.finish("lc6_cp", {"runs": results, "T": T, "hq": hq, "hkv": hkv, "hd": hd,
                                   "rounds": rounds, "warmup": warmup}, skipped, failures)
 
