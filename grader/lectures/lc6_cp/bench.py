@@ -367,8 +367,11 @@ def slashed(values, fmt="{}"):
 
 
 def print_tables(rows, cores):
-    over = lambda n: "*" if n > cores else ""  # noqa: E731
-    pick = lambda names: [r for r in rows if r["program"] in names]  # noqa: E731
+    def over(n):
+        return "*" if n > cores else ""
+
+    def pick(names):
+        return [r for r in rows if r["program"] in names]
 
     def order(r):
         return list(PROGRAMS).index(r["program"]), r["op"] != "F", r["np"]
