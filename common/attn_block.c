@@ -53,18 +53,23 @@ static void check_block(const char *fn, int nq, int nk, int hq, int hkv, int hd,
 }
 
 /*
- * Scores of query rows i0 .. i0+n-1 of one head against every key, scaled;
- * then each row turned into probabilities exp(s - lse) (lse given), or, with
- * lse_out, first its log-sum-exp computed into lse_out. Invisible keys get 0.
- * lse is indexed by the row's position and strided by hq (token-major).
+ * Scores of query rows i0 .. i0+n-1 of one head against the keys the tile's
+ * last row sees (rows see more keys as they go down: under a mask the keys
+ * past them are never computed), scaled; then each row turned into
+ * probabilities exp(s - lse) (lse given), or, with lse_out, first its
+ * log-sum-exp computed into lse_out. Invisible keys get 0. s is n x the
+ * returned number of keys; lse is indexed by the row's position and strided
+ * by hq (token-major).
  */
-static void tile_probabilities(float *s, const float *qh, const float *kh, int ldq, int ldk, int i0,
-                               int n, int nk, int hd, float scale, xt_mask mask, float *lse_out,
-                               const float *lse, int hq)
+static int tile_probabilities(float *s, const float *qh, const float *kh, int ldq, int ldk, int i0,
+                              int n, int nk, int hd, float scale, xt_mask mask, float *lse_out,
+                              const float *lse, int hq)
 {
-    xti_gemm_ld(0, 1, n, nk, hd, scale, qh + (long)i0 * ldq, ldq, kh, ldk, 0.0f, s, nk);
+    int kn = visible(mask, i0 + n - 1, nk);
+    if (kn)
+        xti_gemm_ld(0, 1, n, kn, hd, scale, qh + (long)i0 * ldq, ldq, kh, ldk, 0.0f, s, kn);
     for (int i = 0; i < n; i++) {
-        float *si = s + (long)i * nk;
+        float *si = s + (long)i * kn;
         int seen = visible(mask, i0 + i, nk);
         long at = (long)(i0 + i) * hq;
         if (lse_out) {
@@ -83,9 +88,10 @@ static void tile_probabilities(float *s, const float *qh, const float *kh, int l
         float l = lse_out ? lse_out[at] : lse[at];
         for (int u = 0; u < seen; u++)
             si[u] = isinf(l) ? 0.0f : expf(si[u] - l);
-        for (int u = seen; u < nk; u++)
+        for (int u = seen; u < kn; u++)
             si[u] = 0.0f;
     }
+    return kn;
 }
 
 static void record(char op, int nq, int nk, xt_mask mask, double start, long events)
@@ -114,8 +120,13 @@ void xt_attn_block_forward(float *out, float *lse, const float *q, const float *
         float *oh = out + j * hd, *lh = lse + j;
         for (int i0 = 0; i0 < rows; i0 += QROWS) {
             int n = rows - i0 < QROWS ? rows - i0 : QROWS;
-            tile_probabilities(s, qh, kh, ldq, ldk, i0, n, nk, hd, scale, mask, lh, NULL, hq);
-            xti_gemm_ld(0, 0, n, hd, nk, 1.0f, s, nk, vh, ldk, 0.0f, oh + (long)i0 * ldq, ldq);
+            int kn =
+                tile_probabilities(s, qh, kh, ldq, ldk, i0, n, nk, hd, scale, mask, lh, NULL, hq);
+            if (kn)
+                xti_gemm_ld(0, 0, n, hd, kn, 1.0f, s, kn, vh, ldk, 0.0f, oh + (long)i0 * ldq, ldq);
+            else
+                for (int i = 0; i < n; i++)
+                    memset(oh + (long)(i0 + i) * ldq, 0, sizeof(float) * (size_t)hd);
         }
     }
     xt_free(s);
@@ -151,12 +162,15 @@ void xt_attn_block_backward(float *dq, float *dk, float *dv, const float *dout, 
         for (int i0 = 0; i0 < rows; i0 += QROWS) {
             int n = rows - i0 < QROWS ? rows - i0 : QROWS;
             const float *dob = doh + (long)i0 * ldq;
-            tile_probabilities(p, qh, kh, ldq, ldk, i0, n, nk, hd, scale, mask, NULL, lh, hq);
+            int kn =
+                tile_probabilities(p, qh, kh, ldq, ldk, i0, n, nk, hd, scale, mask, NULL, lh, hq);
+            if (!kn)
+                continue;
             if (dv)
-                xti_gemm_ld(1, 0, nk, hd, n, 1.0f, p, nk, dob, ldq, 1.0f, dv + kvcol, ldk);
+                xti_gemm_ld(1, 0, kn, hd, n, 1.0f, p, kn, dob, ldq, 1.0f, dv + kvcol, ldk);
             if (!dq && !dk)
                 continue;
-            xti_gemm_ld(0, 1, n, nk, hd, 1.0f, dob, ldq, vh, ldk, 0.0f, dp, nk);
+            xti_gemm_ld(0, 1, n, kn, hd, 1.0f, dob, ldq, vh, ldk, 0.0f, dp, kn);
             for (int i = 0; i < n; i++) {
                 double D = 0.0;
                 for (int c = 0; c < hd; c++)
@@ -164,13 +178,13 @@ void xt_attn_block_backward(float *dq, float *dk, float *dv, const float *dout, 
                 dsum[i] = (float)D;
             }
             for (int i = 0; i < n; i++)
-                for (int u = 0; u < nk; u++)
-                    dp[(long)i * nk + u] = p[(long)i * nk + u] * (dp[(long)i * nk + u] - dsum[i]);
+                for (int u = 0; u < kn; u++)
+                    dp[(long)i * kn + u] = p[(long)i * kn + u] * (dp[(long)i * kn + u] - dsum[i]);
             if (dq)
-                xti_gemm_ld(0, 0, n, hd, nk, scale, dp, nk, kh, ldk, 1.0f,
+                xti_gemm_ld(0, 0, n, hd, kn, scale, dp, kn, kh, ldk, 1.0f,
                             dq + (long)i0 * ldq + j * hd, ldq);
             if (dk)
-                xti_gemm_ld(1, 0, nk, hd, n, scale, dp, nk, qh + (long)i0 * ldq, ldq, 1.0f,
+                xti_gemm_ld(1, 0, kn, hd, n, scale, dp, kn, qh + (long)i0 * ldq, ldq, 1.0f,
                             dk + kvcol, ldk);
         }
     }

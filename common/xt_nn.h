@@ -567,7 +567,8 @@ typedef enum { XT_MASK_NONE = 'N', XT_MASK_CAUSAL = 'C', XT_MASK_SHIFTED = 'S' }
  * nq x (hq hd) and lse nq x hq (token-major, so that rows of out and lse
  * pair up as (nq hq) rows of hd) are overwritten: the block's own softmax
  * output and log-sum-exp. A query row that sees no key gets lse -inf and a
- * zero output. The scratch is 32 query rows of scores: no nq x nk matrix.
+ * zero output. The scratch is 32 query rows of scores, and a mask's hidden
+ * keys are never computed: no nq x nk matrix, no work wasted on the diagonal.
  *
  * Backward, given the whole row's out and lse (after every block is merged):
  * P = exp(S - lse), and dq, dk, dv are accumulated (+=; any may be NULL).
