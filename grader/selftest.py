@@ -1289,6 +1289,7 @@ def main():
             continue
         run()
     test_cleanup(s, token)
+    s.end_section()
     print(f"\n({time.monotonic() - start:.0f} s)")
     if s.failures:
         print("failed: " + "; ".join(s.failures))

@@ -22,9 +22,18 @@ class Suite:
     def __init__(self):
         self.passed = self.failed = 0
         self.failures = []
+        self.started = None  # when the current section began
 
     def section(self, title):
+        """A new section; the one before it is closed with the seconds it took."""
+        self.end_section()
         print(f"\n== {title}", flush=True)
+        self.started = time.monotonic()
+
+    def end_section(self):
+        if self.started is not None:
+            print(f"  [{time.monotonic() - self.started:.0f} s]", flush=True)
+            self.started = None
 
     def record(self, name, ok, details=(), note=""):
         if ok:
