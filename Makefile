@@ -178,10 +178,16 @@ $(BUILD)/bench/%/bench: $(BUILD)/grader/lectures/$$(notdir $$*)/bench.o $$(call 
 # mutant's is build/build/mutants/<name>/<lecture>/<exercise>.d): an object
 # whose .d is not read is not rebuilt when a libxt header changes. find skips
 # the directories that hold only grading and test runs (thousands of case
-# files, which a glob of every depth would list at each make).
+# files, which a glob of every depth would list at each make), and reads a
+# mutant's tree only when a goal lies in it: the .d files of hundreds of
+# mutants would cost every make half a second.
+GOAL_MUTANTS := $(sort $(foreach g,$(MAKECMDGOALS),$(if $(findstring $(BUILD)/build/mutants/,$(g)),\
+                  $(firstword $(subst /, ,$(lastword $(subst $(BUILD)/build/mutants/, ,$(g))))))))
 -include $(shell find $(BUILD) \( -path $(BUILD)/grade -o -path $(BUILD)/selftest -o \
-                 -path $(BUILD)/trace -o -path $(BUILD)/hints \) -prune -o -name '*.d' -print \
-                 2>/dev/null)
+                 -path $(BUILD)/trace -o -path $(BUILD)/hints -o -path $(BUILD)/build/mutants \) \
+                 -prune -o -name '*.d' -print 2>/dev/null) \
+         $(if $(GOAL_MUTANTS),$(shell find $(addprefix $(BUILD)/build/mutants/,$(GOAL_MUTANTS)) \
+                 -name '*.d' -print 2>/dev/null))
 
 # ------------------------------------------------------------------ commands
 
