@@ -200,8 +200,13 @@ def receive_under_compute(op, what):
     """Rule: a block computed (attention calls op, F or B) while the rank still has a
     ring receive to complete ran with a receive already posted: the next block's
     MPI_Irecv goes before the current block's compute, so the transfer runs under it.
-    A rank's blocks after its last receive need none."""
+    A rank's blocks after its last receive need none. And the k-th block (from 0, a
+    rank computing at steps 0, 1, ... of the ring) comes after at most k steps' worth of
+    received bytes (a K/V block a step forward; with its dK/dV accumulator backward): a
+    rank that waits for the next block before computing the current one has received
+    one step more, which the first check cannot see where no receive follows (np = 2)."""
     def rule(case, inputs, records):
+        per_step = kv_block_bytes(case) * (1 if op == "F" else 2)
         for r, rec in enumerate(records):
             recvs = [i for i, e in enumerate(rec.events) if e.dir == "R" and e.comm == "case"]
             calls = [a for a in rec.attn if a.op == op]
@@ -213,6 +218,13 @@ def receive_under_compute(op, what):
                                 f"{later} receive(s) completed after it: post the next "
                                 f"block's MPI_Irecv before computing the current one, so "
                                 f"that the transfer runs under the compute")]
+                got = sum(rec.events[i].bytes for i in recvs if i < a.events_before)
+                if got > k * per_step:
+                    return [(r, f"rank {r} had received {got} bytes before computing its "
+                                f"{ordinal(k + 1)} {what} block, more than the {k} ring "
+                                f"step(s) before it bring ({k * per_step} bytes): it waited "
+                                f"for the next block before computing this one; post the "
+                                f"next block's MPI_Irecv, compute, then wait")]
         return []
     return rule
 

@@ -20,7 +20,8 @@ How it is computed (cp's ring rules, exact):
     home); np 1 sends nothing;
   - receive_under_compute: every block computed while a ring receive was
     still to complete ran with a receive posted (the next block's MPI_Irecv
-    before the current block's compute);
+    before the current block's compute), and none after the next step's
+    bytes had arrived;
   - work_is: rank r makes exactly r+1 block calls (its diagonal and every
     earlier rank's) covering exactly the causal pairs of its queries, r c^2 +
     c(c+1)/2: a fully masked block computed, or a block computed twice, fails.

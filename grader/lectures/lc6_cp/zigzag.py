@@ -18,7 +18,8 @@ How it is computed, from the messages (PMPI) and libxt's log of attention blocks
   - ring_traffic: point-to-point only, to r+1 and from r-1, forward np-1 K/V blocks,
     backward np-1 K/V blocks and np dK/dV blocks (2 c hkv hd floats each);
   - receive_under_compute: each block computed while a receive is still to come ran
-    with one posted (the transfer under the compute);
+    with one posted (the transfer under the compute), none after the next step's
+    bytes had arrived;
   - zigzag_balance: every rank computes the same number of (query, key) pairs,
     c'^2 (2np-1) + c'(c'+1), and exactly its causal pairs (cp.work_is): a full block
     whose masked half is thrown away, or a half computed twice, fails it.
