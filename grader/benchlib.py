@@ -55,6 +55,19 @@ def build_bench(tree):
         return None
     return binary
 
+
+def build_program(tree, name):
+    """An exercise program of tree (lcN_x, solutions/lcN_x, a mutant's copy) built as the
+    grader builds it: (binary, None), or (None, why not)."""
+    binary = os.path.join("build", tree, name)
+    if not os.path.exists(os.path.join(tree, name + ".c")):
+        return None, f"{tree}/{name}.c is not in this tree"
+    res = launch.run(["make", "-s", "--no-print-directory", binary], timeout=600)
+    if res.returncode != 0:
+        return None, f"building {binary} failed"
+    return binary, None
+
+
 def ms(seconds):
     return f"{seconds * 1e3:.1f}"
 

@@ -36,7 +36,7 @@ import numpy as np
 import harness
 import launch
 import spec
-from benchlib import TrainingRun, ms, tree_of
+from benchlib import TrainingRun, build_program, ms, tree_of
 from testkit import bench_results, fresh, mutant_tree, run_bench, tail
 from lectures.lc5_pp import pp, schedule
 
@@ -148,16 +148,6 @@ def reference_of(case, inputs):
     if case["fn"] == "pp_dualpipe_step":
         return pp.dual_reference(case, inputs)
     return pp.pipeline_reference(case, inputs)
-
-
-def build_program(tree, name):
-    binary = os.path.join("build", tree, name)
-    if not os.path.exists(os.path.join(tree, name + ".c")):
-        return None, f"{tree}/{name}.c is not in this tree"
-    res = launch.run(["make", "-s", "--no-print-directory", binary], timeout=600)
-    if res.returncode != 0:
-        return None, f"building {binary} failed"
-    return binary, None
 
 
 def measure(name, np_, ms_, rounds, args, tree, work, env):

@@ -46,7 +46,7 @@ import harness
 import launch
 import mutants
 import nn
-from benchlib import TrainingRun, ms, tree_of
+from benchlib import TrainingRun, build_program, ms, tree_of
 from testkit import bench_results, fresh, run_bench, tail
 from lectures.lc6_cp import cp
 
@@ -220,16 +220,6 @@ def check_values(ref, op, layout, n, cdir):
 
 
 # -------------------------------------------------------------------- launch
-
-def build_program(tree, program):
-    binary = os.path.join("build", tree, program)
-    if not os.path.exists(os.path.join(tree, program + ".c")):
-        return None, f"{tree}/{program}.c is not in this tree"
-    res = launch.run(["make", "-s", "--no-print-directory", binary], timeout=600)
-    if res.returncode != 0:
-        return None, f"building {binary} failed"
-    return binary, None
-
 
 def blocking_tree(out):
     """solutions/lc6_cp/ring_attention.c with the blocking exchange, under out: the tree
