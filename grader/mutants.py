@@ -25,15 +25,18 @@ most mutants fail; a mutant not caught as expected there is graded in full.
 import argparse
 import dataclasses
 import glob
+import importlib
 import json
+import multiprocessing
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -187,14 +190,59 @@ def grade(m, tree, seed, python, max_np=None):
         cmd += ["--max-np", str(max_np)]
     if m.target.endswith(".cu"):
         cmd += ["--device", "cuda"]
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if IN_WORKER:
+        output = grade_here(cmd[2:])
+    else:
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+        output = res.stdout + res.stderr
     try:
         with open(report) as f:
             data = json.load(f)
         os.remove(report)
     except (OSError, ValueError):
         data = None
-    return data, (res.stdout + res.stderr)
+    return data, output
+
+
+# A worker of run_all's pool imports the grader once and grades each mutant in its own
+# process (grade.main with the mutant's arguments): a fresh Python with NumPy and every
+# lecture's tables for each of ~500 grades cost a third of a second each.
+IN_WORKER = False
+
+
+def start_worker():
+    global IN_WORKER
+    IN_WORKER = True
+    importlib.import_module("grade")  # now, once, not at the first mutant
+
+
+def grade_here(argv):
+    """grade.main(argv) in this process; what it printed."""
+    import grade
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile(mode="w+", errors="replace") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        keep_argv = sys.argv
+        sys.argv = ["grade.py"] + argv
+        try:
+            grade.main()
+        except SystemExit:
+            pass
+        except Exception:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            sys.argv = keep_argv
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+        out.seek(0)
+        return out.read()
 
 
 def verdict_of(m, data):
@@ -270,9 +318,14 @@ def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
                   if os.path.exists(os.path.join(HERE, "lectures", lec, "lecture.c"))]
         subprocess.run(["make", "-s", "--no-print-directory", "SAN=1", "build/san/common/libxt.a"]
                        + shared, cwd=ROOT, check=False)
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for outcome in pool.map(lambda p: run_one(p, seed, python), paths):
+    context = multiprocessing.get_context("fork")
+    with context.Pool(jobs, initializer=start_worker) as pool:
+        for outcome in pool.imap(run_one_args, [(p, seed, python) for p in paths]):
             yield outcome
+
+
+def run_one_args(args):
+    return run_one(*args)
 
 
 def main():
