@@ -24,6 +24,12 @@
  *                                       before it, and the receives pending while it
  *                                       ran with the bytes they expect; T for a
  *                                       tile of scores (attn_tile.c)
+ *     X F 3 17 0.0012 0.0015 6 2 4096   an expert's call (moe.c): F forward or B
+ *                                       backward, the expert, the tokens it
+ *                                       computed, start, end, the E lines before
+ *                                       it, and the exchanges (receives and
+ *                                       nonblocking collectives) pending while
+ *                                       it ran with their bytes
  *     SD 12                             compute calls not logged (past the log's cap)
  *     END
  *
@@ -43,7 +49,7 @@ typedef struct {
     char line[CALL_LINE];
 } call_line;
 static call_line *calls;
-static long n_calls, cap_calls, dropped_calls, n_stage_calls, n_attn_calls;
+static long n_calls, cap_calls, dropped_calls, n_stage_calls, n_attn_calls, n_expert_calls;
 static long pairs_done[2]; /* attention pairs, forward and backward */
 static double case_began;  /* xti_now() when the case began; 0 before the first */
 
@@ -53,7 +59,7 @@ void xti_record_begin(void)
     xt_mem_reset_peak();
     xti_notes_clear();
     pairs_done[0] = pairs_done[1] = 0;
-    n_calls = dropped_calls = n_stage_calls = n_attn_calls = 0;
+    n_calls = dropped_calls = n_stage_calls = n_attn_calls = n_expert_calls = 0;
     case_began = xti_now();
 }
 
@@ -95,6 +101,17 @@ void xti_record_attn(char op, int nq, int nk, char mask, long pairs, double star
              start - case_began, end - case_began, events_before, recv_pending, recv_bytes);
 }
 
+void xti_record_expert(char op, int expert, int tokens, double start, double end,
+                       long events_before, int pending, long pending_bytes)
+{
+    char *line = call_slot();
+    if (!line)
+        return;
+    n_expert_calls++;
+    snprintf(line, CALL_LINE, "X %c %d %d %.6f %.6f %ld %d %ld", op, expert, tokens,
+             start - case_began, end - case_began, events_before, pending, pending_bytes);
+}
+
 long xti_record_pairs(char op)
 {
     return pairs_done[op == 'B'];
@@ -108,6 +125,9 @@ static void calls_write(FILE *f)
     if (n_attn_calls)
         fprintf(f, "# attention block: F|B|T nq nk mask(N|C|S) pairs start end events-before "
                    "receives-pending their-bytes\n");
+    if (n_expert_calls)
+        fprintf(f, "# expert call: F|B expert tokens start end events-before exchanges-pending "
+                   "their-bytes\n");
     for (long i = 0; i < n_calls; i++)
         fprintf(f, "%s\n", calls[i].line);
     if (dropped_calls)

@@ -249,6 +249,17 @@ int xti_receives_pending(long *bytes)
     return n;
 }
 
+int xti_exchanges_pending(long *bytes)
+{
+    int n = xti_receives_pending(bytes);
+    for (size_t i = 0; i < cap_reqs; i++)
+        if (reqs[i].used && reqs[i].active && reqs[i].dir == 'C') {
+            n++;
+            *bytes += reqs[i].bytes;
+        }
+    return n;
+}
+
 void xti_request_show(const MPI_Request *hs, int n)
 {
     xti_pending shown[XTI_MAX_SHOWN];

@@ -14,7 +14,7 @@
  *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c mesh.c
  *   4 pmpi.c record.c nn.c
  *   5 case.c transformer.c stage.c attn_block.c attn_tile.c
- *   6 case_run.c train.c tp_stage.c
+ *   6 case_run.c train.c tp_stage.c moe.c
  *   7 init.c
  *   8 cuda.cu
  */
@@ -364,6 +364,9 @@ void xti_request_freed(MPI_Request h);
 void xti_request_show(const MPI_Request *hs, int n); /* what a wait waits for, to call.c */
 /* The receives started and not yet complete (MPI_PROC_NULL's aside), and their bytes. */
 int xti_receives_pending(long *bytes);
+/* The same, and the nonblocking collectives started and not complete, with the bytes they
+ * counted at their start. */
+int xti_exchanges_pending(long *bytes);
 /* Notes (RACE) a buffer that a pending request owns. */
 void xti_check_buffer_free(int fn, char dir, const void *buf, int count, MPI_Datatype dt);
 /* Reports requests the case started and never completed, as PENDING notes, and forgets them. */
@@ -407,6 +410,10 @@ void xti_record_stage(char op, int mb, int chunk, int first, int count, double s
  * pending while it ran. */
 void xti_record_attn(char op, int nq, int nk, char mask, long pairs, double start, double end,
                      long events_before, int recv_pending, long recv_bytes);
+/* An expert's call (op F or B, moe.c): the expert, its tokens, start and end, the events
+ * before it, and the exchanges pending while it ran (xti_exchanges_pending). */
+void xti_record_expert(char op, int expert, int tokens, double start, double end,
+                       long events_before, int pending, long pending_bytes);
 /* At finalize: a demo's compute calls, to XT_STAGE_LOG's directory if it is set. */
 void xti_stage_log_write(void);
 /* The (query, key) pairs the attention calls with op F or B computed since the case began. */

@@ -92,6 +92,19 @@ class AttnCall:
 
 
 @dataclasses.dataclass
+class ExpertCall:
+    """One expert's part of a call of libxt's expert bank (common/moe.c), an X line."""
+    op: str  # F forward, B backward
+    expert: int  # its global index
+    tokens: int  # the rows it computed
+    start: float  # seconds since the case began
+    end: float
+    events_before: int = 0  # how many of the record's events (E lines) came before it
+    pending: int = 0  # exchanges (receives, nonblocking collectives) pending while it ran
+    pending_bytes: int = 0  # their bytes
+
+
+@dataclasses.dataclass
 class Record:
     """What one rank wrote about one case: its MPI calls, events and notes."""
     seconds: float = 0.0
@@ -101,7 +114,8 @@ class Record:
     memory: dict = dataclasses.field(default_factory=dict)  # kind -> (current, peak) bytes
     stages: list = dataclasses.field(default_factory=list)  # StageCall, in call order
     attn: list = dataclasses.field(default_factory=list)  # AttnCall, in call order
-    stages_dropped: int = 0  # compute calls past the log's cap, in neither list
+    experts: list = dataclasses.field(default_factory=list)  # ExpertCall, in call order
+    stages_dropped: int = 0  # compute calls past the log's cap, in no list
     complete: bool = False
 
     @property
@@ -164,6 +178,10 @@ def read_record(path):
             _, op, nq, nk, mask, pairs, start, end, before, pending, pbytes = line.split()
             rec.attn.append(AttnCall(op, int(nq), int(nk), mask, int(pairs), float(start),
                                      float(end), int(before), int(pending), int(pbytes)))
+        elif line.startswith("X "):
+            _, op, expert, tokens, start, end, before, pending, pbytes = line.split()
+            rec.experts.append(ExpertCall(op, int(expert), int(tokens), float(start), float(end),
+                                          int(before), int(pending), int(pbytes)))
         elif line.startswith("SD "):
             rec.stages_dropped = int(line.split()[1])
         elif line == "END":

@@ -521,6 +521,135 @@ def numeric_gradients(f, arrays, h=1e-6):
 FD_RTOL = 1e-5
 
 
+# ------------------------------------------------------- mixture of experts
+
+def topk_route(logits, k, renorm):
+    """xt_topk_route: (idx T x k, w T x k, probs T x E). The order comes from the logits
+    themselves (softmax keeps it), of equal ones the lower expert first."""
+    logits = np.asarray(logits, dtype=np.float64)
+    probs = softmax_rows(logits) if logits.size else logits.copy()
+    idx = np.argsort(-logits, axis=1, kind="stable")[:, :k]
+    w = np.take_along_axis(probs, idx, 1)
+    if renorm:
+        w = w / w.sum(axis=1, keepdims=True)
+    return idx.astype(np.int32), w, probs
+
+
+def topk_selected_grad(dw, probs, idx, renorm):
+    """dprobs (T x E) of topk_route's w, nonzero at the selected experts only."""
+    dw, probs = np.asarray(dw, dtype=np.float64), np.asarray(probs, dtype=np.float64)
+    sel = np.take_along_axis(probs, idx, 1)
+    if renorm:
+        total = sel.sum(axis=1, keepdims=True)
+        dsel = (dw - (dw * sel / total).sum(axis=1, keepdims=True)) / total
+    else:
+        dsel = dw
+    dp = np.zeros_like(probs)
+    np.put_along_axis(dp, idx, dsel, 1)
+    return dp
+
+
+def softmax_rows_backward(dy, y):
+    """dx of y = softmax(x) row by row: y (dy - sum(y dy))."""
+    return y * (dy - (y * dy).sum(axis=1, keepdims=True))
+
+
+def topk_route_backward(dw, probs, idx, renorm):
+    """xt_topk_route_backward: dlogits (T x E) from dw (T x k)."""
+    return softmax_rows_backward(topk_selected_grad(dw, probs, idx, renorm),
+                                 np.asarray(probs, dtype=np.float64))
+
+
+def expert_weights(params, e, d, ff):
+    """(Wg, Wu, Wd) of expert e in a stack of experts' parameters (xt_expert_params)."""
+    b = np.asarray(params, dtype=np.float64).reshape(-1)[e * 3 * d * ff:(e + 1) * 3 * d * ff]
+    return b[:d * ff].reshape(d, ff), b[d * ff:2 * d * ff].reshape(d, ff), \
+        b[2 * d * ff:].reshape(ff, d)
+
+
+def experts_forward(x, counts, params, d, ff):
+    """xt_experts_forward: (y, kept), rows grouped by expert, counts[j] rows for expert j
+    of params; kept is each expert's (g, u, h)."""
+    x = np.asarray(x, dtype=np.float64).reshape(-1, d)
+    y, kept, lo = np.zeros_like(x), [], 0
+    for j, n in enumerate(counts):
+        y[lo:lo + n], kj = swiglu_forward(x[lo:lo + n], *expert_weights(params, j, d, ff))
+        kept.append(kj)
+        lo += n
+    return y, kept
+
+
+def experts_backward(dy, x, counts, params, d, ff, kept):
+    """(dx, dparams) of experts_forward; dparams in params' layout."""
+    x = np.asarray(x, dtype=np.float64).reshape(-1, d)
+    dy = np.asarray(dy, dtype=np.float64).reshape(-1, d)
+    dx, dparams, lo = np.zeros_like(x), [], 0
+    for j, n in enumerate(counts):
+        dx[lo:lo + n], *dw = swiglu_backward(dy[lo:lo + n], x[lo:lo + n],
+                                             *expert_weights(params, j, d, ff), kept[j])
+        dparams += [g.reshape(-1) for g in dw]
+        lo += n
+    return dx, np.concatenate(dparams) if dparams else np.zeros(0)
+
+
+def switch_balance_loss(probs, idx, E, k, alpha):
+    """(loss, dprobs): the Switch Transformer's alpha E sum_i f_i P_i, f_i the share of
+    the k T choices that went to expert i (a count: no gradient), P_i the mean
+    probability of expert i over the T tokens."""
+    probs = np.asarray(probs, dtype=np.float64)
+    T = probs.shape[0]
+    if T == 0:
+        return 0.0, np.zeros_like(probs)
+    f = np.bincount(np.asarray(idx).reshape(-1), minlength=E) / (k * T)
+    P = probs.mean(axis=0)
+    return float(alpha * E * (f * P).sum()), np.broadcast_to(alpha * E * f / T, probs.shape)
+
+
+class Moe:
+    """One mixture-of-experts layer computed densely, every token on one process: the
+    reference the MoE exercises are checked against. A token's choice may be dropped
+    (keep[t, j] = 0: over an expert's capacity); dropped choices add nothing to y, their
+    weights get no gradient, but they count in the balance loss's f_i as chosen."""
+
+    def __init__(self, d, E, ff, k, renorm=False, alpha=0.0):
+        self.d, self.E, self.ff, self.k, self.renorm, self.alpha = d, E, ff, k, renorm, alpha
+
+    def forward(self, x, wr, params, keep=None):
+        """(y, aux loss, cache)."""
+        x = np.asarray(x, dtype=np.float64).reshape(-1, self.d)
+        T, d, ff, k = x.shape[0], self.d, self.ff, self.k
+        idx, w, probs = topk_route(x @ np.asarray(wr, dtype=np.float64), k, self.renorm)
+        keep = np.ones((T, k)) if keep is None else np.asarray(keep, dtype=np.float64)
+        outs, kept = np.zeros((T, k, d)), {}
+        for t in range(T):
+            for j in range(k):
+                if keep[t, j]:
+                    outs[t, j], kept[t, j] = swiglu_forward(
+                        x[t:t + 1], *expert_weights(params, int(idx[t, j]), d, ff))
+        y = (keep[..., None] * w[..., None] * outs).sum(axis=1)
+        aux, daux = switch_balance_loss(probs, idx, self.E, k, self.alpha)
+        return y, aux, (x, idx, w, probs, keep, outs, kept, daux)
+
+    def backward(self, dy, wr, params, cache):
+        """(dx, dwr, dparams) of sum(y dy) + aux."""
+        x, idx, w, probs, keep, outs, kept, daux = cache
+        dy = np.asarray(dy, dtype=np.float64).reshape(-1, self.d)
+        d, ff = self.d, self.ff
+        dx, dparams = np.zeros_like(x), np.zeros(self.E * 3 * d * ff)
+        dw = keep * np.einsum("td,tjd->tj", dy, outs)
+        for (t, j), kj in kept.items():
+            e = int(idx[t, j])
+            dxe, *dwe = swiglu_backward(w[t, j] * dy[t:t + 1], x[t:t + 1],
+                                        *expert_weights(params, e, d, ff), kj)
+            dx[t] += dxe[0]
+            dparams[e * 3 * d * ff:(e + 1) * 3 * d * ff] += np.concatenate(
+                [g.reshape(-1) for g in dwe])
+        dp = topk_selected_grad(dw, probs, idx, self.renorm) + daux
+        dlogits = softmax_rows_backward(dp, probs)
+        wr = np.asarray(wr, dtype=np.float64)
+        return dx + dlogits @ wr.T, x.T @ dlogits, dparams
+
+
 def _fd(failures, what, f, arrays, analytic, names):
     """One piece: each analytic gradient against numeric_gradients."""
     for name, num, ana in zip(names, numeric_gradients(f, arrays), analytic):
@@ -652,8 +781,52 @@ def _check_decoder(rng, failures):
             ["params", "x"])
 
 
+
+def _check_topk_route(rng, failures):
+    for t, (T, E, k, renorm) in enumerate([(3, 4, 2, False), (4, 5, 2, True), (2, 3, 1, True),
+                                           (3, 6, 3, False)]):
+        logits = rng.normal(size=(T, E)) * 2
+        r = rng.normal(size=(T, k))
+        idx, _, probs = topk_route(logits, k, renorm)
+
+        def f():  # the selection held fixed: a step this small never changes it
+            p = softmax_rows(logits)
+            w = np.take_along_axis(p, idx, 1)
+            return float(((w / w.sum(axis=1, keepdims=True) if renorm else w) * r).sum())
+        _fd(failures, f"topk route T {T} E {E} k {k} renorm {renorm}", f, [logits],
+            [topk_route_backward(r, probs, idx, renorm)], ["logits"])
+
+
+def _check_experts(rng, failures):
+    d, ff, counts = 3, 4, [2, 0, 3]
+    params = rng.normal(size=len(counts) * 3 * d * ff) * 0.7
+    x, r = rng.normal(size=(5, d)), rng.normal(size=(5, d))
+    _, kept = experts_forward(x, counts, params, d, ff)
+    _fd(failures, "experts counts 2, 0, 3",
+        lambda: float((experts_forward(x, counts, params, d, ff)[0] * r).sum()), [x, params],
+        experts_backward(r, x, counts, params, d, ff, kept), ["x", "params"])
+
+
+def _check_moe(rng, failures):
+    for t, (T, d, E, ff, k, renorm) in enumerate([(5, 3, 4, 2, 2, False), (4, 2, 3, 3, 1, False),
+                                                  (3, 3, 4, 2, 2, True)]):
+        m = Moe(d, E, ff, k, renorm, alpha=0.3)
+        x, r = rng.normal(size=(T, d)), rng.normal(size=(T, d))
+        wr, params = rng.normal(size=(d, E)), rng.normal(size=E * 3 * d * ff) * 0.7
+        keep = np.ones((T, k))
+        keep[0, -1] = 0  # one choice dropped, as by a capacity
+
+        def f():
+            y, aux, _ = m.forward(x, wr, params, keep)
+            return float((y * r).sum() + aux)
+        # The selection must not change under the small steps: count on a margin.
+        _, _, cache = m.forward(x, wr, params, keep)
+        _fd(failures, f"moe T {T} d {d} E {E} ff {ff} k {k} renorm {renorm}", f,
+            [x, wr, params], m.backward(r, wr, params, cache), ["x", "wr", "params"])
+
+
 PIECES = ("mlp", "act", "rmsnorm", "silu", "swiglu", "attention", "attn_block", "embedding",
-          "decoder")
+          "decoder", "topk_route", "experts", "moe")
 
 
 def finite_difference_check(rng, trials=12, pieces=PIECES):

@@ -420,6 +420,23 @@ def generate_transformer(c, rng, normal):
     lse[4], lse_blk[4] = -3e4, -3e4 + 1  # both far below 0: no finite start may be assumed
     o, o_blk = normal(12, 5), normal(12, 5)
     c.add("lse_merge", dict(rows=12, d=5), o=o, lse=lse, o_blk=o_blk, lse_blk=lse_blk)
+    # Routing: ties broken by the lower expert (rows of equal logits), k from 1 to E,
+    # with and without renormalisation, and no token at all.
+    for t, (T, E, k, renorm) in enumerate([(6, 4, 2, 0), (5, 8, 3, 1), (4, 3, 1, 0), (3, 5, 5, 1),
+                                           (7, 6, 2, 1), (0, 4, 2, 1)]):
+        logits = normal(T, E) * 2
+        if T >= 3:
+            logits[0, :] = 0.5  # every expert tied
+            logits[1, 1:3] = logits[1].max() + 1  # a tie at the top
+            logits[2, -1] = logits[2, 0]  # a tie with the first expert
+        c.add("topk_route", dict(T=T, E=E, k=k, renorm=renorm), logits=logits, dw=normal(T, k))
+    # Experts: some with no token, one expert, a bank starting past expert 0.
+    for t, (counts, d, ff, first) in enumerate([([3, 0, 5, 1], 4, 6, 2), ([7], 3, 5, 0),
+                                                ([0, 0], 2, 3, 1), ([2, 4, 0, 3, 1, 2], 5, 3, 0)]):
+        n, ne = sum(counts), len(counts)
+        c.add("experts", dict(d=d, ff=ff, first=first, null=["-", "dx", "-", "dparams"][t]),
+              x=normal(n, d), w=normal(ne * 3 * d * ff) / np.sqrt(d), dy=normal(n, d),
+              counts=np.array(counts, np.int32), dparams0=normal(ne * 3 * d * ff))
     for t in range(5):
         vocab, d, n = [(64, 4, 12), (1, 3, 5), (7, 1, 1), (50, 6, 40), (10, 2, 0)][t]
         tokens = rng.integers(0, vocab, n).astype(np.int32)
@@ -786,6 +803,29 @@ def judge_lse_merge(p, x, out):
     return [close("o", out("o"), o, 1e-6), close("lse", out("lse").reshape(-1), lse, 1e-6)]
 
 
+def judge_topk_route(p, x, out):
+    idx, w, probs = nn.topk_route(x["logits"].astype(np.float64), p["k"], p["renorm"])
+    dl = nn.topk_route_backward(x["dw"].astype(np.float64), probs, idx, p["renorm"])
+    rtol = TRANSFORMER_RTOL["route"]
+    return [exact("idx", out("idx").astype(np.int32), idx), close("w", out("w"), w, rtol),
+            close("probs", out("probs"), probs, rtol), close("dlogits", out("dlogits"), dl, rtol)]
+
+
+def judge_experts(p, x, out):
+    counts, d, ff = [int(n) for n in x["counts"]], p["d"], p["ff"]
+    params = x["w"].astype(np.float64)
+    y, kept = nn.experts_forward(x["x"], counts, params, d, ff)
+    dx, dparams = nn.experts_backward(x["dy"], x["x"], counts, params, d, ff, kept)
+    g0 = x["dparams0"].astype(np.float64)
+    rtol = TRANSFORMER_RTOL["swiglu"]
+    problems = [close("y", out("y"), y, rtol), close("y (keep NULL)", out("y_nokeep"), y, rtol),
+                close("dparams (+=)", out("dparams"), g0 if "dparams" in nulls(p) else g0 + dparams,
+                      rtol)]
+    if "dx" not in nulls(p):
+        problems.append(close("dx", out("dx"), dx, rtol))
+    return problems
+
+
 def judge_embedding(p, x, out):
     tokens, table = x["tokens"], x["table"]
     dy, dt0 = x["dy"].astype(np.float64), x["dtable0"].astype(np.float64)
@@ -821,7 +861,8 @@ def judge_decoder(p, x, out):
 # 4.1e-6 for attention (dK with hd = 1: dS = P (dP - D) cancels where P is nearly one-hot,
 # and K multiplies what is left), 2.0e-6 for the decoder block (dWk). The checks allow ten
 # times that; a wrong head, mask, scale or missing factor is off by 1e-2 or more.
-TRANSFORMER_RTOL = {"rmsnorm": 3e-6, "swiglu": 4e-6, "attention": 4e-5, "decoder": 2e-5}
+TRANSFORMER_RTOL = {"rmsnorm": 3e-6, "swiglu": 4e-6, "attention": 4e-5, "decoder": 2e-5,
+                    "route": 1e-6}
 
 # Pipeline stages: each tensor at once, |got - ref| <= STAGE_RTOL max(1, max |ref|), the MLP's
 # tolerance (mlp_tol); seeds 0 to 22 measured at most 6.7e-7.
@@ -1066,6 +1107,21 @@ def embedding_assigned(original, tokens, dy, vocab):
     return dt
 
 
+def topk_ties_higher(original, logits, k, renorm):
+    """Of equal logits the higher expert first."""
+    logits = np.asarray(logits, dtype=np.float64)
+    E = logits.shape[1]
+    idx = (E - 1 - np.argsort(-logits[:, ::-1], axis=1, kind="stable")[:, :k]).astype(np.int32)
+    _, _, probs = original(logits, k, renorm)
+    w = np.take_along_axis(probs, idx, 1)
+    return idx, (w / w.sum(axis=1, keepdims=True) if renorm else w), probs
+
+
+def topk_renorm_grad_as_plain(original, dw, probs, idx, renorm):
+    """The renormalised weights' gradient taken as if they were not renormalised."""
+    return original(dw, probs, idx, False)
+
+
 # The transformer pieces' slips: (nn's function, the wrong one, what, the C case kinds that
 # use it, which check must catch it: "fd" finite differences, "c" the comparison with C).
 # A slip made the same way in forward and backward (no mask, the wrong KV head) keeps
@@ -1089,6 +1145,9 @@ TRANSFORMER_SLIPS = [
      ("attn_block",), ("c",)),
     ("lse_merge", merge_without_max, "the log-sum-exp merge without the max taken out",
      ("lse_merge",), ("c",)),
+    ("topk_route", topk_ties_higher, "top-k ties to the higher expert", ("topk_route",), ("c",)),
+    ("topk_selected_grad", topk_renorm_grad_as_plain, "top-k's renormalisation skipped in backward",
+     ("topk_route",), ("fd", "c")),
 ]
 
 
@@ -1160,7 +1219,8 @@ def run(build_dir="build", seed=SEED, work=None):
              f"are caught, and "
              f"{len(TRANSFORMER_SLIPS)} slips in the transformer pieces (attention's scale, "
              f"mask, KV head and dQ = dS^T K, RMSNorm's dgamma, SiLU', the embedding's repeats, "
-             f"an attention block's shifted mask, the log-sum-exp merge without its max)"]
+             f"an attention block's shifted mask, the log-sum-exp merge without its max, "
+             f"top-k's tie order and its renormalised gradient)"]
     lines += ["      " + ln for ln in bad1 + bad2 + bad3]
     return ok1 and ok2 and ok3, lines
 

@@ -601,6 +601,16 @@ def test_stage_lines(s):
     s.record("read_record: S lines as StageCall(op, mb, chunk, start, end, first, count, "
              "events_before) in order, SD as stages_dropped", got == (want, 3, {"activations": (0, 64)}),
              [repr(got)])
+    with open(path, "w") as f:
+        f.write("# xt case record\nT 0.01\n# expert call: F|B expert tokens start end "
+                "events-before exchanges-pending their-bytes\nX F 3 17 0.001200 0.001500 6 2 4096\n"
+                "X B 0 0 0.002000 0.002100 9 0 0\nEND\n")
+    rec = harness.read_record(path)
+    want = [harness.ExpertCall("F", 3, 17, 1.2e-3, 1.5e-3, 6, 2, 4096),
+            harness.ExpertCall("B", 0, 0, 2e-3, 2.1e-3, 9, 0, 0)]
+    got = rec.experts if rec else None
+    s.record("read_record: X lines as ExpertCall(op, expert, tokens, start, end, events_before, "
+             "pending, pending_bytes) in order", got == want, [repr(got)])
 
 
 def test_asan_places(s):

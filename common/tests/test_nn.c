@@ -30,6 +30,8 @@
  *     attn_block q k v dout dq0 dk0 dv0  out lse dq dk dv (one block, mask=N|C|S;
  *                                      the backward from the block's own out, lse)
  *     lse_merge o lse o_blk lse_blk    o lse (merged in place)
+ *     topk_route logits dw             idx w probs dlogits (T, E, k, renorm)
+ *     experts  x w dy counts dparams0     y dx dparams (d, ff, first)
  *     embedding tokens table dy dtable0  y dtable
  *     decoder  x w dy dparams0         layout y dx dparams
  *     stage    p x0 t0 [x1 t1 ...]     grads0 [grads1 ...] loss dx0 y0 [dx1 y1 ...]
@@ -788,6 +790,50 @@ static void run_lse_merge(const test_case *c)
     FREE_ARRAYS(&o, &lse, &o_blk, &lse_blk);
 }
 
+static void run_topk_route(const test_case *c)
+{
+    int T = (int)iparam(c, "T"), E = (int)iparam(c, "E"), k = (int)iparam(c, "k"),
+        renorm = (int)iparam(c, "renorm");
+    xt_array logits, dw;
+    floats(c, "logits", &logits);
+    floats(c, "dw", &dw);
+    int *idx = xt_malloc(sizeof(int) * (size_t)((long)T * k + 1));
+    float *w = nans((long)T * k), *probs = nans((long)T * E), *dlogits = nans((long)T * E);
+    xt_topk_route(idx, w, probs, logits.data, T, E, k, renorm);
+    xt_topk_route_backward(dlogits, dw.data, probs, idx, T, E, k, renorm);
+    save(c, "idx", idx, XT_I32, T, k);
+    save(c, "w", w, XT_F32, T, k);
+    save(c, "probs", probs, XT_F32, T, E);
+    save(c, "dlogits", dlogits, XT_F32, T, E);
+    free(idx);
+    FREE_BUFFERS(w, probs, dlogits);
+    FREE_ARRAYS(&logits, &dw);
+}
+
+static void run_experts(const test_case *c)
+{
+    int d = (int)iparam(c, "d"), ff = (int)iparam(c, "ff"), first = (int)iparam(c, "first");
+    xt_array x, params, dy, dparams, counts = load(c, "counts", XT_I32);
+    floats(c, "x", &x);
+    floats(c, "w", &params);
+    floats(c, "dy", &dy);
+    floats(c, "dparams0", &dparams);
+    int ne = (int)counts.count;
+    long n = (long)x.count / d;
+    float *y = nans(n * d), *dx = nans(n * d), *keep = nans(3 * n * ff);
+    xt_experts_forward(y, keep, x.data, counts.data, first, ne, params.data, d, ff);
+    xt_experts_backward(unless_null(c, "dx", dx), unless_null(c, "dparams", dparams.data), dy.data,
+                        x.data, keep, counts.data, first, ne, params.data, d, ff);
+    float *y2 = nans(n * d); /* without keep: the same y */
+    xt_experts_forward(y2, NULL, x.data, counts.data, first, ne, params.data, d, ff);
+    save(c, "y", y, XT_F32, n, d);
+    save(c, "y_nokeep", y2, XT_F32, n, d);
+    save(c, "dx", dx, XT_F32, n, d);
+    save(c, "dparams", dparams.data, XT_F32, (long)dparams.count, -1);
+    FREE_BUFFERS(y, y2, dx, keep);
+    FREE_ARRAYS(&x, &params, &dy, &dparams, &counts);
+}
+
 static void run_embedding(const test_case *c)
 {
     int vocab = (int)iparam(c, "vocab"), d = (int)iparam(c, "d");
@@ -1192,6 +1238,8 @@ int main(int argc, char **argv)
                  {"attention", run_attention},
                  {"attn_block", run_attn_block},
                  {"lse_merge", run_lse_merge},
+                 {"topk_route", run_topk_route},
+                 {"experts", run_experts},
                  {"embedding", run_embedding},
                  {"decoder", run_decoder},
                  {"stage", run_stage}};

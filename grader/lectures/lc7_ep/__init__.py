@@ -1,0 +1,15 @@
+"""Lecture 7, mixture of experts and expert parallelism: the manifest.
+
+Every expected value is one process's computation in NumPy (float64): the
+routing, or one dense MoE layer with every token on one process (nn.Moe),
+of which each rank must hold its own tokens' outputs and its own experts'
+gradients. How it was computed is checked from every message (PMPI) and
+from the experts' calls each rank made (libxt logs them: which expert, how
+many tokens, and the exchanges pending while it ran).
+"""
+
+TITLE = "mixture of experts and expert parallelism"
+
+TESTS = []
+
+DEMOS = {}

@@ -1,0 +1,260 @@
+"""What lecture 7's tests share: MoE layer cases and their inputs, the routing
+and its capacity, the reference (one dense MoE layer in float64, every token
+on one process: nn.Moe), and the rules read from the experts' calls each rank
+made (libxt's X lines, harness.ExpertCall).
+
+A case is T tokens on each of np ranks (rank-distinct x, T x d), a router Wr
+(d x E, the same on every rank), E SwiGLU experts of hidden size ff
+(xt_expert_params: Wg, Wu, Wd, expert after expert), k experts per token.
+With expert parallelism rank r holds experts r E/np .. (r+1) E/np - 1.
+
+Routing is discontinuous: a token whose k-th and (k+1)-th logits are closer
+than float32 rounding could be routed one way in C and another in NumPy. The
+inputs are drawn so that every token's k + 1 largest logits lie at least
+MARGIN apart (a token that does not is drawn again), so the routing is the
+same in any correct program, and a difference in it is a bug.
+
+Skewed routing (skew=1): a constant first feature of x and a first row of Wr
+that starve some experts (the last rank's, or expert E-1 on one rank) and
+favour expert 0, so that some expert gets no token, some rank receives none,
+and under a capacity expert 0 drops tokens.
+
+Capacity (cf > 0): C = ceil(k T cf / E) choices per expert from each rank's
+T tokens, queued as GShard queues them: every token's first choice in token
+order, then every token's second choice, and so on; choices past C are
+dropped (they add nothing to y and their weights get no gradient). cf = 0:
+dropless.
+
+Tolerance: each output within MOE_RTOL max(1, its largest |value| over every
+rank) (spec.OfScale). Measured: see each module.
+"""
+
+import math
+
+import numpy as np
+
+import nn
+from spec import OfScale
+
+MARGIN = 2e-3
+MOE_RTOL = 3e-5
+TOLERANCE = OfScale(MOE_RTOL, 1.0)
+
+
+# ------------------------------------------------------------------- cases
+
+def moe_case(n, T, d, E, ff, k, cf=0.0, skew=0, renorm=0, alpha=0.0, experts="local", dy=1,
+             **extra):
+    """A case's parameters: T tokens per rank; experts "local" (rank r gets its E/np
+    experts' parameters) or "all"; dy whether an upstream gradient is given."""
+    assert E % n == 0 and 1 <= k <= E
+    return {"np": n, "T": T, "d": d, "E": E, "ff": ff, "k": k, "renorm": int(renorm),
+            "cf": float(cf), "alpha": float(alpha), "skew": int(skew), "experts": experts,
+            "has_dy": int(dy), **extra}
+
+
+def label(case):
+    p = case.params
+    parts = [f"np={case.np} T={p['T']} d={p['d']} E={p['E']} ff={p['ff']} k={p['k']}"]
+    if p["cf"]:
+        parts.append(f"cf={p['cf']:g} (C={capacity(case)})")
+    if p["renorm"]:
+        parts.append("renorm")
+    if p["alpha"]:
+        parts.append(f"alpha={p['alpha']:g}")
+    if p["skew"]:
+        parts.append("skewed")
+    return " ".join(parts)
+
+
+def facets(case):
+    p = case.params
+    return {"experts per rank": p["E"] // case.np, "capacity": int(p["cf"] > 0),
+            "skewed": p["skew"], "k": p["k"]}
+
+
+def local_experts(case, r):
+    """The experts rank r holds."""
+    nl = case["E"] // case.np
+    return range(r * nl, (r + 1) * nl)
+
+
+def owner(case, e):
+    """The rank expert e lives on."""
+    return e // (case["E"] // case.np)
+
+
+def capacity(case):
+    """Choices each expert takes from one rank's T tokens: ceil(k T cf / E); 0 when
+    dropless."""
+    p = case.params
+    return math.ceil(p["k"] * p["T"] * p["cf"] / p["E"]) if p["cf"] else 0
+
+
+# ------------------------------------------------------------------ inputs
+
+def cold_experts(case):
+    """The experts skewed routing starves: the last rank's (one expert with one rank)."""
+    E, n = case["E"], case.np
+    return list(range(E - E // n, E)) if n > 1 else [E - 1]
+
+
+def _margins_ok(logits, k):
+    """Per token: its k + 1 largest logits (k when k = E) at least MARGIN apart."""
+    top = -np.sort(-logits, axis=1)[:, :k + 1]
+    return (np.diff(-top, axis=1) >= MARGIN).all(axis=1) if top.shape[1] > 1 else \
+        np.ones(len(logits), bool)
+
+
+def _tokens(rng, case, wr, count):
+    """count tokens x (count x d, float32) whose logits keep the margin."""
+    d, k = case["d"], case["k"]
+    x = np.zeros((count, d), np.float32)
+    todo = np.arange(count)
+    for _ in range(200):
+        x[todo] = rng.normal(size=(len(todo), d))
+        if case["skew"]:
+            x[todo, 0] = 2.0 + rng.random(len(todo))
+        ok = _margins_ok(x[todo].astype(np.float64) @ wr.astype(np.float64), k)
+        todo = todo[~ok]
+        if not todo.size:
+            return x
+    raise RuntimeError(f"no tokens with routing margins for {case.params}")
+
+
+def layer_weights(case, rng):
+    """(Wr d x E, every expert's parameters), float32."""
+    d, E, ff = case["d"], case["E"], case["ff"]
+    wr = rng.normal(size=(d, E)) / math.sqrt(d)
+    if case["skew"]:
+        wr[0] = rng.normal(size=E) * 0.1
+        wr[0, cold_experts(case)] = -12.0
+        wr[0, 0] = 1.5
+    params = np.concatenate([np.concatenate([rng.normal(size=d * ff) / math.sqrt(d),
+                                             rng.normal(size=d * ff) / math.sqrt(d),
+                                             rng.normal(size=ff * d) / math.sqrt(ff)])
+                             for _ in range(E)])
+    return wr.astype(np.float32), params.astype(np.float32)
+
+
+def layer_inputs(case, rng):
+    """Each rank's x and dy (rank-distinct, dy random), the router, and the experts'
+    parameters (each rank's slice when the case's experts are "local")."""
+    wr, params = layer_weights(case, rng)
+    n, T, d = case.np, case["T"], case["d"]
+    xs = [_tokens(rng, case, wr, T) for _ in range(n)]
+    per = 3 * d * case["ff"]
+    if case["experts"] == "local":
+        nl = case["E"] // n
+        experts = [params[r * nl * per:(r + 1) * nl * per] for r in range(n)]
+    else:
+        experts = params
+    inputs = {"x": xs, "wr": wr, "experts": experts, "all_experts": params}
+    if case["has_dy"]:
+        inputs["dy"] = [rng.normal(size=(T, d)).astype(np.float32) for _ in range(n)]
+    return inputs
+
+
+def program_inputs(inputs):
+    """What the program reads: the inputs without the grader's own (all_experts)."""
+    return {k: v for k, v in inputs.items() if k != "all_experts"}
+
+
+# ----------------------------------------------------------------- routing
+
+def routing(case, x, wr):
+    """(idx T x k, w T x k, probs T x E) of one rank's tokens, float64."""
+    return nn.topk_route(np.asarray(x, np.float64) @ np.asarray(wr, np.float64), case["k"],
+                         case["renorm"])
+
+
+def keep_mask(case, idx):
+    """T x k: 1 where the choice fits its expert's capacity (GShard's queue: all first
+    choices in token order, then all second choices, ...), 0 where it is dropped."""
+    C = capacity(case)
+    keep = np.ones(idx.shape)
+    if not C:
+        return keep
+    taken = np.zeros(case["E"], int)
+    for j in range(idx.shape[1]):
+        for t in range(idx.shape[0]):
+            e = idx[t, j]
+            taken[e] += 1
+            keep[t, j] = taken[e] <= C
+    return keep
+
+
+def histogram(case, inputs):
+    """counts[s][e]: the choices rank s's tokens send expert e (kept ones only)."""
+    out = np.zeros((case.np, case["E"]), int)
+    for s in range(case.np):
+        idx = routing(case, inputs["x"][s], inputs["wr"])[0]
+        keep = keep_mask(case, idx)
+        np.add.at(out[s], idx[keep > 0], 1)
+    return out
+
+
+# --------------------------------------------------------------- reference
+
+def layer(case):
+    p = case.params
+    return nn.Moe(p["d"], p["E"], p["ff"], p["k"], bool(p["renorm"]),
+                  float(np.float32(p["alpha"])))
+
+
+def layer_reference(case, inputs, backward=True):
+    """Per rank: y (T x d) and aux (the balance loss of its tokens), and when backward
+    dx, dwr (from its own tokens) and dexperts (the gradients of the experts it holds,
+    from every rank's tokens; all experts when the case's experts are "all")."""
+    m, n = layer(case), case.np
+    params, wr = inputs["all_experts"], inputs["wr"]
+    out, caches = [], []
+    for r in range(n):
+        idx = routing(case, inputs["x"][r], wr)[0]
+        y, aux, cache = m.forward(inputs["x"][r], wr, params, keep_mask(case, idx))
+        out.append({"y": y, "aux": np.array([aux])})
+        caches.append(cache)
+    if not backward:
+        return out
+    dparams = np.zeros(params.size)
+    for r in range(n):
+        dx, dwr, dp = m.backward(inputs["dy"][r], wr, params, caches[r])
+        out[r].update(dx=dx, dwr=dwr)
+        dparams += dp
+    per = 3 * case["d"] * case["ff"]
+    for r in range(n):
+        ex = local_experts(case, r) if case["experts"] == "local" else range(case["E"])
+        out[r]["dexperts"] = dparams[ex[0] * per:(ex[-1] + 1) * per]
+    return out
+
+
+# ------------------------------------------------------------------- rules
+
+def expert_tokens(op, why):
+    """Rule: each rank's expert calls with op ("F" or "B") computed each of its local
+    experts on exactly the tokens the routing sends it (the histogram's column, summed
+    over the sending ranks, after the capacity), and no other expert."""
+    def rule(case, inputs, records):
+        want = histogram(case, inputs).sum(axis=0)
+        what = {"F": "forward", "B": "backward"}[op]
+        out = []
+        for r, rec in enumerate(records):
+            got = {}
+            for call in rec.experts:
+                if call.op == op:
+                    got[call.expert] = got.get(call.expert, 0) + call.tokens
+            stray = [e for e in sorted(got) if e not in local_experts(case, r)]
+            if stray:
+                out.append((r, f"rank {r} computed expert {stray[0]} ({what}), which lives on "
+                               f"rank {owner(case, stray[0])}: {why}"))
+                continue
+            for e in local_experts(case, r):
+                if got.get(e, 0) != want[e]:
+                    C = capacity(case)
+                    cap = f" (capacity {C} per expert from each rank)" if C else ""
+                    out.append((r, f"rank {r}'s expert {e} computed {got.get(e, 0)} tokens "
+                                   f"{what}; the routing sends it {want[e]}{cap}: {why}"))
+                    break
+        return out
+    rule.__doc__ = f"expert tokens ({op})"
+    return rule
