@@ -226,6 +226,9 @@ bench:
 lectures:
 	@py=$$(grader/setup.sh) && "$$py" grader/grade.py --list
 
+readme:
+	@py=$$(grader/setup.sh) && "$$py" grader/grade.py --readme README.md
+
 hint:
 	@py=$$(grader/setup.sh) && "$$py" grader/hints.py $(EX) $(if $(N),--level $(N))
 
@@ -256,10 +259,11 @@ help:
 	@echo "                         (LC=all: every lecture that has one; no LC: the first;"
 	@echo "                         ARGS=--help: the options; SOL=0: your own files)"
 	@echo "make lectures            every lecture found, its exercises, points and page"
+	@echo "make readme              rewrite the README's table of lectures from the manifests"
 	@echo "make hint EX=name        the next hint for that exercise (N=2: hint 2)"
 	@echo "make deps                install what is missing (Open MPI, NumPy, a compiler)"
 	@echo "make stubs               regenerate the student tree from solutions/"
 	@echo "make format              clang-format every C file"
 	@echo "make clean               remove build/"
 
-.PHONY: compdb-missing all cuda grade test debug deps demo bench lectures hint stubs format clean help
+.PHONY: compdb-missing all cuda grade test debug deps demo bench lectures readme hint stubs format clean help

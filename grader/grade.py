@@ -187,6 +187,49 @@ def list_lectures():
     return 0
 
 
+README_BEGIN = "<!-- the lectures: written by make readme from the manifests -->"
+README_END = "<!-- end of the lectures -->"
+
+
+def lectures_markdown():
+    """The README's table of lectures, from the manifests: programs, tests, points, and the
+    grade time each manifest states (GRADE_SECONDS, measured)."""
+    rows = ["| LC | lecture | programs | tests | points | grade time | page |",
+            "|---|---|---|---|---|---|---|"]
+    total_points = total_seconds = total_programs = total_tests = 0
+    for lec in lectures.names():
+        mod = lectures.load(lec)
+        cpu = [t for t in mod.TESTS if t.device == "cpu"]
+        programs = len({t.exercise for t in mod.TESTS})
+        points = sum(t.points for t in cpu)
+        seconds = getattr(mod, "GRADE_SECONDS", None)
+        total_points, total_programs, total_tests = (total_points + points,
+                                                     total_programs + programs,
+                                                     total_tests + len(mod.TESTS))
+        total_seconds += seconds or 0
+        rows.append(f"| {lectures.number(lec)} | {getattr(mod, 'TITLE', lec)} | {programs} | "
+                    f"{len(mod.TESTS)} | {points} | {f'{seconds} s' if seconds else '-'} | "
+                    f"[{lectures.page_path(lec)}]({lectures.page_path(lec)}) |")
+    rows.append(f"| | every lecture (`make grade SOL=1`) | {total_programs} | {total_tests} | "
+                f"{total_points} | {total_seconds} s | |")
+    return "\n".join(rows) + "\n"
+
+
+def write_readme(path):
+    """make readme: the README's table of lectures rewritten from the manifests."""
+    with open(path) as f:
+        text = f.read()
+    if README_BEGIN not in text or README_END not in text:
+        print(f"readme: {path} has no lines {README_BEGIN!r} and {README_END!r} to write "
+              f"between", file=sys.stderr)
+        return 2
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    with open(path, "w") as f:
+        f.write(head + README_BEGIN + "\n" + lectures_markdown() + README_END + tail)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -211,9 +254,12 @@ def main():
                     help="after the report, each test's worst passing error as a fraction of "
                          "its tolerance (for measuring tolerances)")
     ap.add_argument("--list", action="store_true", help="list the lectures (make lectures)")
+    ap.add_argument("--readme", help="rewrite this README's table of lectures (make readme)")
     args = ap.parse_args()
     if args.list:
         return list_lectures()
+    if args.readme:
+        return write_readme(args.readme)
 
     if args.json:
         args.json = os.path.abspath(args.json)

@@ -1128,6 +1128,13 @@ def test_lectures(s):
     bad = names_outside(project_files(), owned)
     s.record("no file outside a lecture's own places (and README/docs prose) names a lecture",
              not bad, bad)
+    import grade
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    table = readme.split(grade.README_BEGIN, 1)[-1].split(grade.README_END, 1)[0].strip()
+    s.record("the README's table of lectures is the manifests' (make readme writes it)",
+             table == grade.lectures_markdown().strip(),
+             ["the README's table differs from what the manifests give: run make readme"])
     stray = os.path.join(fresh("names"), "x.py")
     with open(stray, "w") as f:
         f.write("# harmless\nfrom lectures." + "lc2" + "_dp import ddp\n")
