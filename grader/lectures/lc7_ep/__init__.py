@@ -8,8 +8,10 @@ from the experts' calls each rank made (libxt logs them: which expert, how
 many tokens, and the exchanges pending while it ran).
 """
 
+from lectures.lc7_ep.gshard import gshard_backward, gshard_forward
+
 TITLE = "mixture of experts and expert parallelism"
 
-TESTS = []
+TESTS = [gshard_forward, gshard_backward]
 
-DEMOS = {}
+DEMOS = {"gshard": ["y, dx, dwr and dexperts: matches one process: yes"]}
