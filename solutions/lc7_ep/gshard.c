@@ -59,6 +59,7 @@ gshard_state *gshard_forward(float *y, const float *x, const float *wr, const fl
 void gshard_backward(gshard_state *s, float *dx, float *dwr, float *dexperts, const float *dy);
 void gshard_free(gshard_state *s);
 
+/* struct gshard_state, and any helper: yours to write. */
 // BEGIN SOLUTION
 struct gshard_state {
     MPI_Comm comm;
@@ -159,13 +160,13 @@ gshard_state *gshard_forward(float *y, const float *x, const float *wr, const fl
             s->scount[p] += count[p * nl + j] * d;
             s->rcount[p] += got[p * nl + j] * d;
             s->ecount[j] += got[p * nl + j];
+            s->nrecv += got[p * nl + j];
         }
         if (p) {
             s->sdispl[p] = s->sdispl[p - 1] + s->scount[p - 1];
             s->rdispl[p] = s->rdispl[p - 1] + s->rcount[p - 1];
         }
     }
-    s->nrecv = (s->rdispl[np - 1] + s->rcount[np - 1]) / d;
     /* Received: peer by peer, each peer's rows by expert. Expert j's group gathers them
      * peer by peer. */
     int *at = ints(nl);
@@ -221,14 +222,16 @@ void gshard_backward(gshard_state *s, float *dx, float *dwr, float *dexperts, co
     // BEGIN SOLUTION
     int T = s->T, d = s->d, E = s->E, k = s->k;
     float *dw = floats((long)T * k), *g = floats((long)s->nsend * d);
-    for (int i = 0; i < T * k; i++) {
-        const float *dyt = dy + (size_t)(i / k) * d, *o = s->out + (size_t)s->row[i] * d;
+    for (int i = 0; i < T * k; i++) { /* dw: the gate's gradient; g: w dy, in send order */
         double dot = 0.0;
-        if (s->row[i] >= 0)
+        if (s->row[i] >= 0) {
+            const float *dyt = dy + (size_t)(i / k) * d, *o = s->out + (size_t)s->row[i] * d;
+            float *gi = g + (size_t)s->row[i] * d;
             for (int c = 0; c < d; c++) {
                 dot += (double)dyt[c] * o[c];
-                g[(size_t)s->row[i] * d + c] = s->w[i] * dyt[c];
+                gi[c] = s->w[i] * dyt[c];
             }
+        }
         dw[i] = (float)dot;
     }
     float *recv = floats((long)s->nrecv * d), *gin = floats((long)s->nrecv * d);

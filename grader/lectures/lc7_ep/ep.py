@@ -295,11 +295,6 @@ def collectives_in_order(expected, why):
             fns = {fn for fn, _, _ in mine}
             listing = ", ".join(f"{fn} {b} B ({what})" for fn, b, what in mine)
             budget = f"exactly, in this order, on comm: {listing}"
-            other = sorted(fn for fn, st in rec.calls.items()
-                           if st.calls and st.kind in COMMUNICATING_KINDS and fn not in fns)
-            if other:
-                return [(r, f"rank {r} called {', '.join(other)}; the only communication "
-                            f"allowed is {budget} ({why})")]
             calls = [e for e in rec.events if e.dir == "C"]
             away = next((e for e in calls if e.comm != "case"), None)
             if away:
@@ -307,6 +302,11 @@ def collectives_in_order(expected, why):
                     away.comm, "a communicator of its own")
                 return [(r, f"rank {r} called {away.fn} on {where}: use the comm argument "
                             f"(the grader runs each case on a sub-communicator)")]
+            other = sorted(fn for fn, st in rec.calls.items()
+                           if st.calls and st.kind in COMMUNICATING_KINDS and fn not in fns)
+            if other:
+                return [(r, f"rank {r} called {', '.join(other)}; the only communication "
+                            f"allowed is {budget} ({why})")]
             got = [(e.fn, e.bytes) for e in calls]
             if [fn for fn, _ in got] != [fn for fn, _, _ in mine]:
                 shown = ", ".join(f"{fn} {b} B" for fn, b in got[:10]) + \

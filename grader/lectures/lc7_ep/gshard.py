@@ -42,7 +42,7 @@ from lectures.lc7_ep import ep
 
 # (np, T, d, E, ff, k, cf, skew): every np with skewed routing; E/np 1, 2 and 4; k 1 and
 # 2; dropless, cf 1 under skew (expert 0 overflows) and cf 0.5 (most experts overflow).
-SHAPES = [(2, 8, 8, 2, 8, 1, 0.0, 0), (2, 8, 6, 4, 8, 2, 0.0, 1), (2, 12, 8, 8, 6, 2, 1.0, 1),
+SHAPES = [(2, 8, 8, 2, 8, 1, 0.0, 0), (2, 8, 6, 4, 8, 2, 0.0, 1), (2, 10, 8, 8, 6, 2, 1.0, 1),
           (4, 8, 8, 4, 8, 2, 0.5, 0), (4, 8, 6, 8, 8, 2, 1.0, 1), (4, 6, 8, 16, 6, 1, 0.0, 1),
           (4, 8, 8, 8, 8, 1, 0.5, 1), (1, 8, 8, 4, 8, 2, 1.0, 1), (8, 4, 8, 8, 6, 2, 0.0, 1)]
 
