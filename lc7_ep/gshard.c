@@ -54,20 +54,19 @@
  * follows). x, wr and experts must stay unchanged until then. */
 typedef struct gshard_state gshard_state;
 
-gshard_state *gshard_forward(float *y, const float *x, const float *wr, const float *experts,
-                             int T, int d, int E, int ff, int k, float cf, MPI_Comm comm);
+gshard_state *gshard_forward(float *y, const float *x, const float *wr, const float *experts, int T,
+                             int d, int E, int ff, int k, float cf, MPI_Comm comm);
 void gshard_backward(gshard_state *s, float *dx, float *dwr, float *dexperts, const float *dy);
 void gshard_free(gshard_state *s);
 
 /* struct gshard_state, and any helper: yours to write. */
 
-gshard_state *gshard_forward(float *y, const float *x, const float *wr, const float *experts,
-                             int T, int d, int E, int ff, int k, float cf, MPI_Comm comm)
+gshard_state *gshard_forward(float *y, const float *x, const float *wr, const float *experts, int T,
+                             int d, int E, int ff, int k, float cf, MPI_Comm comm)
 {
     int np;
     MPI_Comm_size(comm, &np);
-    XT_CHECK(E % np == 0 && k >= 1 && k <= E, "gshard_forward: E=%d, k=%d on %d ranks", E, k,
-             np);
+    XT_CHECK(E % np == 0 && k >= 1 && k <= E, "gshard_forward: E=%d, k=%d on %d ranks", E, k, np);
     /*
      * TODO: route, dispatch, compute, combine.
      *   y (T x d) overwritten: sum_j w_tj expert_tj(x_t) over the kept choices, with
@@ -116,8 +115,7 @@ static void run_case(xt_case *c)
              l.renorm, l.alpha, l.n_experts);
     long n = (long)l.T * l.d;
     float *y = xt_case_alloc(c, "y", n, XT_F32);
-    gshard_state *s =
-        gshard_forward(y, l.x, l.wr, l.experts, l.T, l.d, l.E, l.ff, l.k, l.cf, comm);
+    gshard_state *s = gshard_forward(y, l.x, l.wr, l.experts, l.T, l.d, l.E, l.ff, l.k, l.cf, comm);
     if (xt_case_is(c, "gshard_forward")) {
         xt_case_output(c, "y", y, XT_F32, n);
         gshard_free(s);
@@ -198,27 +196,35 @@ static void demo(MPI_Comm comm)
     xt_rng_fill_uniform(&g, x, n * DD, -1.5f, 1.5f);
     xt_rng_fill_uniform(&g, dy, n * DD, -1.0f, 1.0f);
     xt_rng_fill_uniform(&g, wr, DD * DE, -0.6f, 0.6f);
-    xt_rng_fill_uniform(&g, params, DE * per, -0.5f, 0.5f);
+    xt_rng_fill_uniform(&g, params, DE * per, -1.0f, 1.0f);
+    /* The skew: feature 0 of every token lies in [2, 3], and the router's row 0 (what that
+     * feature adds to each logit) favours expert 0 and starves experts 6 and 7. */
     for (int i = 0; i < n; i++)
-        x[i * DD] = 2.0f + xt_rng_uniform(&g, 0.0f, 1.0f); /* the skew: feature 0 ... */
-    wr[0] = 1.5f;                                          /* ... favours expert 0 */
-    wr[DE - 2] = wr[DE - 1] = -12.0f;                      /* ... and starves 6 and 7 */
+        x[i * DD] = 2.0f + xt_rng_uniform(&g, 0.0f, 1.0f);
+    for (int e = 0; e < DE; e++)
+        wr[e] = e == 0 ? 0.4f : e >= DE - 2 ? -12.0f : 0.0f;
 
     int idx[8 * DT * DK], kept[8 * DT * DK];
     float w[8 * DT * DK];
     demo_routing(idx, w, kept, x, wr, np, C);
     xt_printf_root(comm,
-                   "GShard: %d rank(s), T = %d tokens each, E = %d experts (%d per rank: "
-                   "expert e on rank e/%d), top-%d\n",
-                   np, DT, DE, nl, nl, DK);
+                   "GShard, %d rank(s), T = %d tokens each (a0.. on rank 0, b0.. on rank "
+                   "1), top-%d\n",
+                   np, DT, DK);
+    xt_printf_root(comm,
+                   "E = %d experts, %d per rank (expert e on rank e/%d); skewed: 6, 7 get "
+                   "nothing\n",
+                   DE, nl, nl);
     if (C)
-        xt_printf_root(comm, "capacity: cf = %g, C = ceil(k T cf / E) = %d choices per expert "
-                             "from each rank's tokens\n", cf, C);
+        xt_printf_root(comm,
+                       "capacity C = ceil(k T cf / E) = %d per expert from each rank "
+                       "(cf = %g)\n",
+                       C, cf);
     else
-        xt_printf_root(comm, "dropless (cf = 0; --cf=1 sets a capacity)\n");
-    xt_printf_root(comm, "routing: token (rank a, b, ...: its index) -> experts, weights%s\n",
-                   C ? "; x: dropped, past the capacity" : "");
-    char line[160], name[4];
+        xt_printf_root(comm, "dropless (cf = 0; ARGS=--cf=1 sets a capacity)\n");
+    xt_printf_root(comm, "routing: each token's experts and weights%s\n",
+                   C ? " (x: dropped, past C)" : "");
+    char line[640], name[4];
     int at = 0;
     for (int t = 0; t < DT; t++) {
         int i = (rank * DT + t) * DK;
@@ -237,8 +243,10 @@ static void demo(MPI_Comm comm)
     memset(sent, 0, sizeof sent);
     for (int i = 0; i < n * DK; i++)
         sent[i / DK / DT][idx[i]] += kept[i];
-    xt_printf_root(comm, "counts (one MPI_Alltoall, %d int(s) per peer): the rows each rank "
-                         "sends each rank's experts\n", nl);
+    xt_printf_root(comm,
+                   "counts (MPI_Alltoall, %d int(s) per peer): rows for each rank's "
+                   "experts\n",
+                   nl);
     at = 0;
     int total = 0;
     for (int p = 0; p < np; p++) {
@@ -249,22 +257,25 @@ static void demo(MPI_Comm comm)
         }
     }
     xt_printf_ordered(comm, "%s  (%d rows)\n", line, total);
-    xt_printf_root(comm, "dispatch (one MPI_Alltoallv): the rows each rank's experts "
-                         "receive, regrouped by expert\n");
+    xt_printf_root(comm, "dispatch (MPI_Alltoallv): each expert's rows, rank by rank, in "
+                         "queue order\n");
     line[0] = '\0';
     at = 0;
-    for (int j = 0; j < nl; j++) {
+    for (int j = 0, wrap = 0; j < nl; j++) {
         int e = rank * nl + j, rows = 0;
         for (int s = 0; s < np; s++)
             rows += sent[s][e];
-        at += snprintf(line + at, sizeof line - (size_t)at, "%se%d (%d):", j ? "\n" : "", e,
-                       rows);
+        at += snprintf(line + at, sizeof line - (size_t)at, "%se%d (%d):", j ? "\n" : "", e, rows);
+        wrap = at;
         for (int s = 0; s < np; s++) /* from rank s: its queue order, first choices first */
             for (int jj = 0; jj < DK; jj++)
                 for (int t = 0; t < DT; t++) {
                     int i = (s * DT + t) * DK + jj;
                     if (idx[i] == e && kept[i]) {
                         token_name(name, s, t);
+                        if (at - wrap > 64) /* np = 8: a second line */
+                            at += snprintf(line + at, sizeof line - (size_t)at, "\n%8s", ""),
+                                wrap = at;
                         at += snprintf(line + at, sizeof line - (size_t)at, " %s", name);
                     }
                 }
@@ -272,15 +283,14 @@ static void demo(MPI_Comm comm)
             at += snprintf(line + at, sizeof line - (size_t)at, " none");
     }
     xt_printf_ordered(comm, "%s\n", line);
-    xt_printf_root(comm, "combine (one MPI_Alltoallv): each output row goes home, the counts "
+    xt_printf_root(comm, "combine (MPI_Alltoallv): the outputs go home, the counts "
                          "transposed\n");
     at = 0;
     for (int p = 0; p < np; p++) {
         int rows = 0;
         for (int j = 0; j < nl; j++)
             rows += sent[p][rank * nl + j];
-        at += snprintf(line + at, sizeof line - (size_t)at, "%sr%d: %d", p ? "  " : "to ", p,
-                       rows);
+        at += snprintf(line + at, sizeof line - (size_t)at, "%sr%d: %d", p ? "  " : "to ", p, rows);
     }
     xt_printf_ordered(comm, "%s\n", line);
 
@@ -294,7 +304,7 @@ static void demo(MPI_Comm comm)
     long a1 = xt_mpi_calls("MPI_Alltoall"), v1 = xt_mpi_calls("MPI_Alltoallv");
     gshard_backward(s, dx, dwr, dex, dy + rank * DT * DD);
     long a2 = xt_mpi_calls("MPI_Alltoall"), v2 = xt_mpi_calls("MPI_Alltoallv");
-    xt_print_buffer_ordered(comm, "y, first token", y, DD, MPI_FLOAT);
+    xt_print_buffer_ordered(comm, "y, token 0: ", y, DD, MPI_FLOAT);
     xt_printf_root(comm, "forward: %ld MPI_Alltoall, %ld MPI_Alltoallv; backward: %ld, %ld\n",
                    a1 - a0, v1 - v0, a2 - a1, v2 - v1);
 
@@ -302,6 +312,7 @@ static void demo(MPI_Comm comm)
     static float dex1[DE * 3 * DD * DFF];
     float y1[DT * DD], dx1[DT * DD], dwr1[DD * DE], ys[DT * DD], dxs[DT * DD], dwrs[DD * DE];
     memset(dex1, 0, sizeof dex1);
+    xt_trace_begin("one process, for the check");
     for (int src = 0; src < np; src++) {
         memset(dwrs, 0, sizeof dwrs);
         gshard_state *one = gshard_forward(ys, x + src * DT * DD, wr, params, DT, DD, DE, DFF, DK,
@@ -313,6 +324,7 @@ static void demo(MPI_Comm comm)
             memcpy(dwr1, dwrs, sizeof dwrs);
         }
     }
+    xt_trace_end();
     float err = max_diff(y, y1, DT * DD);
     err = fmaxf(err, max_diff(dx, dx1, DT * DD));
     err = fmaxf(err, max_diff(dwr, dwr1, DD * DE));

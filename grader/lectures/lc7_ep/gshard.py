@@ -31,8 +31,9 @@ How it was computed:
     each of its experts on exactly the tokens the routing sends it, from every rank.
 
 Tolerance: ep.TOLERANCE, each output within 3e-5 of max(1, its largest |value| over every
-rank). Measured (grade.py --margins, seeds 1 to 6): the worst error was 1.1% of the bound
-(dexperts).
+rank). Measured (grade.py --margins, seeds 1 to 6): the worst error was 3.0% of the bound
+(dwr, np=2 E=4 k=2 skewed; y at most 1.3%, dexperts 1.6%): float32 GEMMs of at most d and
+ff terms and a softmax, against float64.
 """
 
 import numpy as np
