@@ -20,7 +20,7 @@ from lectures.lc5_pp.zero_bubble import pp_zero_bubble_step
 
 TITLE = "pipeline parallelism"
 
-# The report time of make grade LC=N SOL=1 on a 2-core machine (measured; the README\'s table).
+# The report time of make grade LC=N SOL=1 on a 2-core machine (measured; the README's table).
 GRADE_SECONDS = 10
 
 TESTS = [checkpoint_step, pp_layers, pp_basic_step, pp_gpipe_step, pp_1f1b_step,

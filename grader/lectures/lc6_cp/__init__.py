@@ -18,7 +18,7 @@ from lectures.lc6_cp.zigzag import zigzag_attention_backward, zigzag_attention_f
 
 TITLE = "context parallelism"
 
-# The report time of make grade LC=N SOL=1 on a 2-core machine (measured; the README\'s table).
+# The report time of make grade LC=N SOL=1 on a 2-core machine (measured; the README's table).
 GRADE_SECONDS = 7
 
 TESTS = [online_softmax, lse_merge, softmax_backward,

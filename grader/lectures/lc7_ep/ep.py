@@ -258,3 +258,72 @@ def expert_tokens(op, why):
         return out
     rule.__doc__ = f"expert tokens ({op})"
     return rule
+
+
+# ------------------------------------------------------- expert parallelism
+
+def exchange_bytes(case, inputs):
+    """Per rank r, (counts, dispatch, combine): what its count exchange, its dispatch and
+    its combine send, in bytes as PMPI counts one all-to-all(v) (every peer's part, this
+    rank's own included): E/np int32 for each of np ranks; d floats for each kept choice
+    of its tokens (the histogram's row r); d floats for each row its experts computed
+    (the histogram's columns of its experts, summed over the sending ranks)."""
+    h, d4 = histogram(case, inputs), case["d"] * 4
+    return [(case["E"] * 4, int(h[r].sum()) * d4, int(h[:, list(local_experts(case, r))].sum())
+             * d4) for r in range(case.np)]
+
+
+def nth(n):
+    """1st, 2nd, 3rd, 4th, ... for n from 1."""
+    suffix = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+COMMUNICATING_KINDS = ("p2p", "coll", "comm", "rma")
+
+
+def collectives_in_order(expected, why, own_comms=False):
+    """Rule: each rank's communication is exactly the collectives expected(case, inputs)[r]
+    lists, [(fn, bytes, what)], in that order (nonblocking ones, MPI_Ialltoallv, by their
+    start), all on comm: no other collective, no point-to-point message, nothing on another
+    communicator. bytes: what the call sends, as PMPI counts it (its send counts summed
+    over every peer, this rank's own included). A rank takes part in every call even when
+    it sends or receives nothing. own_comms: communicators the function makes from comm
+    (MPI_Comm_dup, one per micro-batch) are accepted too, and their constructors; never
+    MPI_COMM_WORLD or MPI_COMM_SELF."""
+    def rule(case, inputs, records):
+        want = expected(case, inputs)
+        mine_ok = ("case", "other") if own_comms else ("case",)
+        for r, rec in enumerate(records):
+            mine = want[r]
+            fns = {fn for fn, _, _ in mine}
+            listing = ", ".join(f"{fn} {b} B ({what})" for fn, b, what in mine)
+            budget = f"exactly, in this order, on comm: {listing}"
+            made = {fn for fn, st in rec.calls.items() if st.calls and st.kind == "comm"}
+            calls = [e for e in rec.events if e.dir == "C" and
+                     not (own_comms and e.fn in made)]
+            away = next((e for e in calls if e.comm not in mine_ok), None)
+            if away:
+                where = {"world": "MPI_COMM_WORLD", "self": "MPI_COMM_SELF"}.get(
+                    away.comm, "a communicator of its own")
+                return [(r, f"rank {r} called {away.fn} on {where}: use the comm argument "
+                            f"(the grader runs each case on a sub-communicator)")]
+            other = sorted(fn for fn, st in rec.calls.items()
+                           if st.calls and st.kind in COMMUNICATING_KINDS and fn not in fns
+                           and not (own_comms and st.kind == "comm"))
+            if other:
+                return [(r, f"rank {r} called {', '.join(other)}; the only communication "
+                            f"allowed is {budget} ({why})")]
+            got = [(e.fn, e.bytes) for e in calls]
+            if [fn for fn, _ in got] != [fn for fn, _, _ in mine]:
+                shown = ", ".join(f"{fn} {b} B" for fn, b in got[:10]) + \
+                    (", ..." if len(got) > 10 else "")
+                return [(r, f"rank {r}'s collectives were {shown or 'none'}; expected "
+                            f"{budget} ({why})")]
+            for i, ((fn, b), (_, wb, what)) in enumerate(zip(got, mine)):
+                if b != wb:
+                    return [(r, f"rank {r}'s {nth(i + 1)} collective, {fn} ({what}), sent "
+                                f"{b} B; expected {wb} B ({why})")]
+        return []
+    rule.__doc__ = f"collectives in order ({why})"
+    return rule

@@ -1,0 +1,342 @@
+/*
+ * gshard.c: expert parallelism as GShard does it: every token travels to the
+ * ranks of its k experts, is computed there, and its outputs travel back.
+ * docs/lc7_ep.md#gshard
+ *
+ * E experts over np ranks, E/np each: rank r holds experts r E/np ..
+ * (r+1) E/np - 1. Every rank routes its own T tokens (x Wr, softmax, top k)
+ * and then, since only it knows how many rows it will send where, the ranks
+ * first tell each other: one MPI_Alltoall of the counts (E/np ints per peer:
+ * how many rows for each of the peer's experts). Then the rows go (one
+ * MPI_Alltoallv, grouped by destination rank, then by expert), each rank
+ * regroups what it received by expert and runs its experts, and the outputs
+ * go back the way they came (one MPI_Alltoallv, the counts transposed):
+ *
+ *   np 2, E 4, k 1            r0: e0 e1                  r1: e2 e3
+ *   r0 tokens a0 a1 a2 a3     send: [a0 a2 | a1] [a3]    recv: [a0 a2 b1 | a1] [...]
+ *   routed to e0 e1 e0 e2     counts to r0: 2 1, r1: 1 0    regrouped by expert:
+ *   r1 tokens b0 b1 b2 b3     send: [b1 | ] [b0 b3 | b2]    e0: a0 a2 b1   e1: a1
+ *   routed to e2 e0 e3 e2     counts to r0: 1 0, r1: 2 1    e2: a3 b0 b3   e3: b2
+ *                             dispatch -->  experts  <-- combine
+ *   y_t = sum_j w_tj expert_tj(x_t), at the token's home.
+ *
+ * Capacity (cf > 0): each expert takes at most C = ceil(k T cf / E) choices
+ * of one rank's T tokens, in GShard's queue order: every first choice in
+ * token order, then every second choice, ...; the rest are dropped (they
+ * travel nowhere and add nothing). cf = 0 is dropless: the rows sent are
+ * whatever the routing says, which is why the counts must be exchanged.
+ *
+ * Backward is the mirror with no count exchange (the forward's counts are
+ * kept): w_tj dy_t travels to the experts (one MPI_Alltoallv), the experts'
+ * backward gives their input gradients and adds to their weights' gradients
+ * (from every rank's tokens), the input gradients travel home (one
+ * MPI_Alltoallv). The gate gets dw_tj = <dy_t, out_tj> from the outputs the
+ * combine brought home, and reaches x and Wr through the softmax.
+ *
+ * Cost per rank: the counts, E ints (E/np to each rank); the dispatch, d
+ * floats per kept choice of its tokens, k T d floats dropless; the combine,
+ * d floats per row its experts computed. Of each, the share addressed to the
+ * rank itself stays home: under uniform routing (np-1)/np of k T d floats
+ * leave per all-to-all, 4 all-to-alls of tokens per layer and step (2
+ * forward, 2 backward). With a capacity no rank receives more than np C rows
+ * per expert, whatever the routing.
+ */
+#include "lecture.h" /* ep_layer_read */
+#include "xt_nn.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What gshard_backward needs from the forward; it frees it (gshard_free when no backward
+ * follows). x, wr and experts must stay unchanged until then. */
+typedef struct gshard_state gshard_state;
+
+gshard_state *gshard_forward(float *y, const float *x, const float *wr, const float *experts, int T,
+                             int d, int E, int ff, int k, float cf, MPI_Comm comm);
+void gshard_backward(gshard_state *s, float *dx, float *dwr, float *dexperts, const float *dy);
+void gshard_free(gshard_state *s);
+
+/* struct gshard_state, and any helper: yours to write. */
+
+gshard_state *gshard_forward(float *y, const float *x, const float *wr, const float *experts, int T,
+                             int d, int E, int ff, int k, float cf, MPI_Comm comm)
+{
+    int np;
+    MPI_Comm_size(comm, &np);
+    XT_CHECK(E % np == 0 && k >= 1 && k <= E, "gshard_forward: E=%d, k=%d on %d ranks", E, k, np);
+    /*
+     * TODO: route, dispatch, compute, combine.
+     *   y (T x d) overwritten: sum_j w_tj expert_tj(x_t) over the kept choices, with
+     *   xt_topk_route (renorm 0); cf > 0: capacity C = ceil(k T cf / E) per expert from this
+     *   rank's tokens, in GShard's queue (all first choices in token order, then all second
+     *   choices, ...); cf = 0: dropless. On comm exactly, in this order: one MPI_Alltoall of
+     *   the counts (E/np ints to each rank: rows for each of its experts), one MPI_Alltoallv
+     *   of the kept rows (grouped by rank, then expert), one MPI_Alltoallv back; nothing
+     *   else. Every rank takes part, whatever it sends or receives. The local experts in one
+     *   xt_experts_forward over the rows received, grouped by expert (the grader counts
+     *   each expert's tokens). Returns what gshard_backward needs.
+     */
+    XT_TODO("route, dispatch, compute, combine.", y, x, wr, experts, T, d, E, ff, k, cf, comm);
+}
+
+void gshard_backward(gshard_state *s, float *dx, float *dwr, float *dexperts, const float *dy)
+{
+    /*
+     * TODO: the mirror: gradients to the experts and back.
+     *   dx (T x d) overwritten: through the experts and through the router
+     *   (xt_topk_route_backward, dw_tj = <dy_t, out_tj>, nothing for a dropped choice);
+     *   dwr += x^T dlogits of this rank's tokens; dexperts += its experts' gradients from
+     *   every rank's tokens (xt_experts_backward). On comm exactly two MPI_Alltoallv (w dy
+     *   out, input gradients back), the forward's counts reused: no count exchange, nothing
+     *   else. Frees s.
+     */
+    XT_TODO("the mirror: gradients to the experts and back.", s, dx, dwr, dexperts, dy);
+}
+
+void gshard_free(gshard_state *s)
+{
+    /* TODO: free what gshard_forward kept (s may be NULL). */
+    XT_TODO("free what gshard_forward kept (s may be NULL).", s);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void run_case(xt_case *c)
+{
+    MPI_Comm comm = xt_case_comm(c);
+    ep_layer l = ep_layer_read(c);
+    int np;
+    MPI_Comm_size(comm, &np);
+    XT_CHECK(l.renorm == 0 && l.alpha == 0.0f && l.n_experts == l.E / np,
+             "gshard cases: renorm 0, alpha 0, each rank's E/np experts (got %d, %g, %ld)",
+             l.renorm, l.alpha, l.n_experts);
+    long n = (long)l.T * l.d;
+    float *y = xt_case_alloc(c, "y", n, XT_F32);
+    gshard_state *s = gshard_forward(y, l.x, l.wr, l.experts, l.T, l.d, l.E, l.ff, l.k, l.cf, comm);
+    if (xt_case_is(c, "gshard_forward")) {
+        xt_case_output(c, "y", y, XT_F32, n);
+        gshard_free(s);
+        return;
+    }
+    xt_array dwr = xt_case_input(c, "dwr"), dex = xt_case_input(c, "dexperts");
+    float *dx = xt_case_alloc(c, "dx", n, XT_F32);
+    gshard_backward(s, dx, dwr.data, dex.data, l.dy);
+    xt_case_output(c, "dx", dx, XT_F32, n);
+    xt_case_output(c, "dwr", dwr.data, XT_F32, dwr.count);
+    xt_case_output(c, "dexperts", dex.data, XT_F32, dex.count);
+}
+
+/* ----------------------------------------------------------------- the demo */
+
+enum { DT = 4, DD = 4, DE = 8, DFF = 4, DK = 2 }; /* tokens per rank, d, E, ff, k */
+
+/*
+ * The demo's routing, every rank's tokens (np T of them): idx and w as xt_topk_route gives
+ * them, and kept[i] whether choice i fits its expert's capacity C (0: dropless): fewer
+ * than C choices of the same rank's tokens for the same expert stand before it in the
+ * queue (every first choice in token order, then every second choice).
+ */
+static void demo_routing(int *idx, float *w, int *kept, const float *x, const float *wr, int np,
+                         int C)
+{
+    int n = np * DT;
+    float logits[8 * DT * DE], probs[8 * DT * DE];
+    xt_gemm(0, 0, n, DE, DD, 1.0f, x, wr, 0.0f, logits);
+    xt_topk_route(idx, w, probs, logits, n, DE, DK, 0);
+    for (int i = 0; i < n * DK; i++) {
+        int src = i / DK / DT, t = i / DK % DT, j = i % DK, ahead = 0;
+        for (int u = 0; u < DT; u++)
+            for (int jj = 0; jj < DK; jj++)
+                if ((jj < j || (jj == j && u < t)) && idx[(src * DT + u) * DK + jj] == idx[i])
+                    ahead++;
+        kept[i] = !C || ahead < C;
+    }
+}
+
+static void token_name(char *out, int src, int t)
+{
+    snprintf(out, 4, "%c%d", 'a' + src, t);
+}
+
+/* The largest |a - b| over n floats. */
+static float max_diff(const float *a, const float *b, long n)
+{
+    float m = 0.0f;
+    for (long i = 0; i < n; i++)
+        m = fmaxf(m, fabsf(a[i] - b[i]));
+    return m;
+}
+
+/*
+ * Every rank draws the whole layer from one seed: np T = 4 np tokens (rank r keeps rows
+ * r T ..), a router skewed so that expert 0 is most tokens' first choice and experts 6
+ * and 7 nobody's (at np = 4 rank 3 receives no token, and must still take part), E = 8
+ * experts, k = 2. --cf=1 sets a capacity (C = ceil(k T cf / E) per expert from each rank's
+ * tokens) and shows the choices it drops. Then forward and backward, and the same layer
+ * computed one process at a time (each rank's tokens through gshard on MPI_COMM_SELF with
+ * all E experts, the experts' gradients summed).
+ */
+static void demo(MPI_Comm comm)
+{
+    int np, rank;
+    MPI_Comm_size(comm, &np);
+    MPI_Comm_rank(comm, &rank);
+    if (DE % np || np > 8) {
+        xt_printf_root(comm, "this demo runs on 1, 2, 4 or 8 ranks (E = %d experts)\n", DE);
+        return;
+    }
+    float cf = (float)xt_arg_double("cf", 0.0);
+    int nl = DE / np, n = np * DT, C = cf > 0 ? (int)ceil((double)DK * DT * cf / DE) : 0;
+    long per = xt_expert_params(DD, DFF);
+    static float x[8 * DT * DD], dy[8 * DT * DD], wr[DD * DE], params[DE * 3 * DD * DFF];
+    xt_rng g = xt_rng_seed(7);
+    xt_rng_fill_uniform(&g, x, n * DD, -1.5f, 1.5f);
+    xt_rng_fill_uniform(&g, dy, n * DD, -1.0f, 1.0f);
+    xt_rng_fill_uniform(&g, wr, DD * DE, -0.6f, 0.6f);
+    xt_rng_fill_uniform(&g, params, DE * per, -1.0f, 1.0f);
+    /* The skew: feature 0 of every token lies in [2, 3], and the router's row 0 (what that
+     * feature adds to each logit) favours expert 0 and starves experts 6 and 7. */
+    for (int i = 0; i < n; i++)
+        x[i * DD] = 2.0f + xt_rng_uniform(&g, 0.0f, 1.0f);
+    for (int e = 0; e < DE; e++)
+        wr[e] = e == 0 ? 0.4f : e >= DE - 2 ? -12.0f : 0.0f;
+
+    int idx[8 * DT * DK], kept[8 * DT * DK];
+    float w[8 * DT * DK];
+    demo_routing(idx, w, kept, x, wr, np, C);
+    xt_printf_root(comm,
+                   "GShard, %d rank(s), T = %d tokens each (a0.. on rank 0, b0.. on rank "
+                   "1), top-%d\n",
+                   np, DT, DK);
+    xt_printf_root(comm,
+                   "E = %d experts, %d per rank (expert e on rank e/%d); skewed: 6, 7 get "
+                   "nothing\n",
+                   DE, nl, nl);
+    if (C)
+        xt_printf_root(comm,
+                       "capacity C = ceil(k T cf / E) = %d per expert from each rank "
+                       "(cf = %g)\n",
+                       C, cf);
+    else
+        xt_printf_root(comm, "dropless (cf = 0; ARGS=--cf=1 sets a capacity)\n");
+    xt_printf_root(comm, "routing: each token's experts and weights%s\n",
+                   C ? " (x: dropped, past C)" : "");
+    char line[640], name[4];
+    int at = 0;
+    for (int t = 0; t < DT; t++) {
+        int i = (rank * DT + t) * DK;
+        token_name(name, rank, t);
+        at += snprintf(line + at, sizeof line - (size_t)at, "%s%s", t ? " | " : "", name);
+        for (int j = 0; j < DK; j++) {
+            int pct = (int)lroundf(w[i + j] * 100.0f);
+            at += snprintf(line + at, sizeof line - (size_t)at, " e%d%c.%02d", idx[i + j],
+                           kept[i + j] ? ' ' : 'x', pct > 99 ? 99 : pct);
+        }
+    }
+    xt_printf_ordered(comm, "%s\n", line);
+
+    /* sent[s][e]: kept choices of rank s's tokens for expert e */
+    int sent[8][DE];
+    memset(sent, 0, sizeof sent);
+    for (int i = 0; i < n * DK; i++)
+        sent[i / DK / DT][idx[i]] += kept[i];
+    xt_printf_root(comm,
+                   "counts (MPI_Alltoall, %d int(s) per peer): rows for each rank's "
+                   "experts\n",
+                   nl);
+    at = 0;
+    int total = 0;
+    for (int p = 0; p < np; p++) {
+        at += snprintf(line + at, sizeof line - (size_t)at, "%sr%d:", p ? "  " : "to ", p);
+        for (int j = 0; j < nl; j++) {
+            at += snprintf(line + at, sizeof line - (size_t)at, " %d", sent[rank][p * nl + j]);
+            total += sent[rank][p * nl + j];
+        }
+    }
+    xt_printf_ordered(comm, "%s  (%d rows)\n", line, total);
+    xt_printf_root(comm, "dispatch (MPI_Alltoallv): each expert's rows, rank by rank, in "
+                         "queue order\n");
+    line[0] = '\0';
+    at = 0;
+    for (int j = 0, wrap = 0; j < nl; j++) {
+        int e = rank * nl + j, rows = 0;
+        for (int s = 0; s < np; s++)
+            rows += sent[s][e];
+        at += snprintf(line + at, sizeof line - (size_t)at, "%se%d (%d):", j ? "\n" : "", e, rows);
+        wrap = at;
+        for (int s = 0; s < np; s++) /* from rank s: its queue order, first choices first */
+            for (int jj = 0; jj < DK; jj++)
+                for (int t = 0; t < DT; t++) {
+                    int i = (s * DT + t) * DK + jj;
+                    if (idx[i] == e && kept[i]) {
+                        token_name(name, s, t);
+                        if (at - wrap > 64) /* np = 8: a second line */
+                            at += snprintf(line + at, sizeof line - (size_t)at, "\n%8s", ""),
+                                wrap = at;
+                        at += snprintf(line + at, sizeof line - (size_t)at, " %s", name);
+                    }
+                }
+        if (!rows)
+            at += snprintf(line + at, sizeof line - (size_t)at, " none");
+    }
+    xt_printf_ordered(comm, "%s\n", line);
+    xt_printf_root(comm, "combine (MPI_Alltoallv): the outputs go home, the counts "
+                         "transposed\n");
+    at = 0;
+    for (int p = 0; p < np; p++) {
+        int rows = 0;
+        for (int j = 0; j < nl; j++)
+            rows += sent[p][rank * nl + j];
+        at += snprintf(line + at, sizeof line - (size_t)at, "%sr%d: %d", p ? "  " : "to ", p, rows);
+    }
+    xt_printf_ordered(comm, "%s\n", line);
+
+    /* The layer, expert-parallel: this rank's tokens, its experts. */
+    float y[DT * DD], dx[DT * DD], dwr[DD * DE], dex[DE * 3 * DD * DFF];
+    memset(dwr, 0, sizeof dwr);
+    memset(dex, 0, sizeof dex);
+    long a0 = xt_mpi_calls("MPI_Alltoall"), v0 = xt_mpi_calls("MPI_Alltoallv");
+    gshard_state *s = gshard_forward(y, x + rank * DT * DD, wr, params + rank * nl * per, DT, DD,
+                                     DE, DFF, DK, cf, comm);
+    long a1 = xt_mpi_calls("MPI_Alltoall"), v1 = xt_mpi_calls("MPI_Alltoallv");
+    gshard_backward(s, dx, dwr, dex, dy + rank * DT * DD);
+    long a2 = xt_mpi_calls("MPI_Alltoall"), v2 = xt_mpi_calls("MPI_Alltoallv");
+    xt_print_buffer_ordered(comm, "y, token 0: ", y, DD, MPI_FLOAT);
+    xt_printf_root(comm, "forward: %ld MPI_Alltoall, %ld MPI_Alltoallv; backward: %ld, %ld\n",
+                   a1 - a0, v1 - v0, a2 - a1, v2 - v1);
+
+    /* One process at a time: rank s's tokens with every expert, on MPI_COMM_SELF. */
+    static float dex1[DE * 3 * DD * DFF];
+    float y1[DT * DD], dx1[DT * DD], dwr1[DD * DE], ys[DT * DD], dxs[DT * DD], dwrs[DD * DE];
+    memset(dex1, 0, sizeof dex1);
+    xt_trace_begin("one process, for the check");
+    for (int src = 0; src < np; src++) {
+        memset(dwrs, 0, sizeof dwrs);
+        gshard_state *one = gshard_forward(ys, x + src * DT * DD, wr, params, DT, DD, DE, DFF, DK,
+                                           cf, MPI_COMM_SELF);
+        gshard_backward(one, dxs, dwrs, dex1, dy + src * DT * DD);
+        if (src == rank) {
+            memcpy(y1, ys, sizeof ys);
+            memcpy(dx1, dxs, sizeof dxs);
+            memcpy(dwr1, dwrs, sizeof dwrs);
+        }
+    }
+    xt_trace_end();
+    float err = max_diff(y, y1, DT * DD);
+    err = fmaxf(err, max_diff(dx, dx1, DT * DD));
+    err = fmaxf(err, max_diff(dwr, dwr1, DD * DE));
+    err = fmaxf(err, max_diff(dex, dex1 + rank * nl * per, nl * per));
+    float worst;
+    MPI_Allreduce(&err, &worst, 1, MPI_FLOAT, MPI_MAX, comm);
+    xt_printf_root(comm, "max |difference| from one process %.1e\n", worst);
+    xt_printf_root(comm, "y, dx, dwr and dexperts: matches one process: %s\n",
+                   worst < 1e-5f ? "yes" : "NO");
+}
+
+int main(int argc, char **argv)
+{
+    return xt_main(argc, argv, run_case, demo);
+}
