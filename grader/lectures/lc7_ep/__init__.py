@@ -8,8 +8,15 @@ from the experts' calls each rank made (libxt logs them: which expert, how
 many tokens, and the exchanges pending while it ran).
 """
 
+from lectures.lc7_ep.routing import (gate_bias_update, gate_sigmoid_forward, seq_balance_loss,
+                                     topk_backward, topk_forward)
+
 TITLE = "mixture of experts and expert parallelism"
 
-TESTS = []
+TESTS = [topk_forward, topk_backward,
+         gate_sigmoid_forward, gate_bias_update, seq_balance_loss]
 
-DEMOS = {}
+DEMOS = {"topk_gradient": ["dlogits equals the dense softmax's gradient through the chosen: yes"],
+         "gate_sigmoid": ["the bias never weighs: w equals the chosen scores normalised: yes",
+                          "uniform routing's loss equals alpha: yes",
+                          "dlogits equals the loss's central differences: yes"]}
