@@ -43,9 +43,9 @@ void gate_sigmoid_forward(const float *logits, const float *bias, int T, int E, 
 {
     /*
      * TODO: the sigmoid gate: top-k on s + bias.
-     *   scores (T x E); idx (T x k) by decreasing s + bias, of equal ones the lower expert
-     *   first (graded exactly); w (T x k) the chosen scores over their sum: the bias never
-     *   weighs. No MPI call.
+     *   scores (T x E) = sigmoid(logits); idx (T x k) by decreasing s + bias, of equal ones
+     *   the lower expert first (graded exactly); w (T x k) the chosen scores over their sum:
+     *   the bias chooses, it never weighs. No MPI call.
      */
     XT_TODO("the sigmoid gate: top-k on s + bias.", logits, bias, T, E, k, scores, idx, w);
 }
@@ -54,8 +54,8 @@ void gate_bias_update(float *bias, const int *idx, int T, int E, int k, float ga
 {
     /*
      * TODO: bias_i += gamma under the mean load, -= over.
-     *   load_i: how many of the T k choices in idx went to expert i. Equal to the mean (in
-     *   integers: load_i E == k T): unchanged. No MPI call.
+     *   load_i: how many of the T k choices in idx went to expert i; the mean is k T / E.
+     *   Equal to it (compare in integers: load_i E == k T): unchanged. No MPI call.
      */
     XT_TODO("bias_i += gamma under the mean load, -= over.", bias, idx, T, E, k, gamma);
 }

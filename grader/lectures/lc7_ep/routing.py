@@ -12,10 +12,11 @@ token's row is of one kind, named in a WRONG report, cycling through: its larges
 tied (two experts), a tie across the k-th choice (the k-th chosen and one not chosen equal;
 k = E: the two smallest), every logit equal, and distinct logits; distinct logits of a row
 lie at least 1e-3 apart, so that no selection hangs on rounding. Every case with a token
-has every kind of row from T = 4 on, and its first row is a tie. Values: normal (scale 2),
-near 100 (100 + 2 normal: e^100 overflows a float, so a softmax without the max subtracted
-gives NaN), and coarse (multiples of 0.5 in [-2, 2]: ties everywhere). The backward gets
-the float32 softmax and the reference's idx of such logits, and a random dw (T x k).
+has every kind of row from T = 4 on, and (E > 1) its first row is a tie. Values: normal
+(scale 2), near 100 (100 + 2 normal: e^100 overflows a float, so a softmax without the max
+subtracted gives NaN), and coarse (multiples of 0.5 in [-2, 2]: ties everywhere). The
+backward gets the float32 softmax and the reference's idx of such logits, and a random dw
+(T x k).
 
 gate_sigmoid: references written here from DeepSeek-V3's definitions (float64):
   - gate_sigmoid_forward: s = sigmoid(logits); idx the top-k of s + bias by decreasing
@@ -27,7 +28,7 @@ gate_sigmoid: references written here from DeepSeek-V3's definitions (float64):
   - seq_balance_loss: alpha sum_i f_i P_i, f_i = E/(k T) load_i, P_i = (1/T) sum_t s'_ti,
     s' = s / sum_j s_tj; dlogits its gradient through P only (seq_loss_and_grad). The
     gradient is checked against central differences of the loss in float64 when this
-    module is loaded (the worst relative difference, measured: 3e-9).
+    module is loaded (the worst relative difference, measured: 2e-8).
 The gate's rows are of one kind too: the top two experts tied (equal logits and equal bias,
 the case's tie pair), steered (the bias changes the chosen experts or their order),
 tied across the k-th choice, every logit equal (the bias alone chooses), steered again;
@@ -36,18 +37,19 @@ a steered row, and the check says, before any value, whether the chosen experts'
 moved with the bias: the bias chooses, it never weighs.
 
 Tolerances (per element; float32 roundings; measured with grade.py --margins over seeds 1
-to 8, the worst passing error as a fraction of the bound):
+to 10, the worst passing error as a fraction of the bound):
   - probs: 1e-30 + 2^-24 (16 + 2 |z_e - max z| + 3 E) p_e (as lecture 6's softmax: the
     rounding of z - max inside the exp, a sum of E terms). w: the chosen p's bound, plus,
     when renormalised, the largest bound of the row and (k + 1) roundings, relative to w.
-    Worst: 0.10 (probs), 0.09 (w).
+    Worst: 0.18 (probs), 0.10 (w).
   - dlogits of topk_backward: 2^-24 (8 + 4 k) p_e (A_e + sum_j p_j A_j), A_j the magnitude
     of the chosen probability's gradient (|dw_j|, or (|dw_j| + sum_i w_i |dw_i|) / S when
-    renormalised), A_e = 0 off the chosen. Worst: 0.05.
-  - scores: 8 2^-24 s; w of the gate: 2^-24 (16 + 2 k) w. Worst: 0.11 (scores), 0.09 (w).
-  - the loss: 2^-24 (32 + 2 T + 4 E) |loss|; dlogits of the loss: 2^-24 ((16 + 4 E) s (1 - s)
-    + 4 s) alpha/T (f_j + sum_i f_i s'_i) / S (1 - s rounded from a float s near 1 loses
-    digits: about one float step of 1, absolute). Worst: 0.01 (loss), 0.08 (dlogits).
+    renormalised), A_e = 0 off the chosen. Worst: 0.12.
+  - scores: 8 2^-24 s; w of the gate: 2^-24 (16 + 2 k) w. Worst: 0.24 (scores), 0.13 (w).
+  - the loss: 2^-24 (32 + 2 T + 4 E) |loss|; dlogits of the loss: 2^-24 ((16 + 4 E)
+    s (1 - s) + 4 s) alpha/T (f_j + sum_i f_i s'_i) / S (1 - s rounded from a float s near
+    1 loses digits: about one float step of 1, absolute). Worst: 0.02 (loss), 0.16
+    (dlogits).
 Every defect moves a value by far more: a tie to the higher expert, a w not renormalised, a
 forgotten -sum term, the bias in the weights, f_i summing to k, P_i from the chosen weights.
 """
@@ -168,7 +170,7 @@ def topk_forward_tolerance(case, inputs, name, rank):
 
 
 def topk_backward_inputs(case, rng):
-    T, E, k = case["T"], case["E"], case["k"]
+    T, k = case["T"], case["k"]
     z = topk_logits(case, rng)
     idx, _, probs = nn.topk_route(z, k, case["renorm"])
     return {"probs": probs.astype(F32).reshape(-1), "idx": idx.astype(np.int32).reshape(-1),
@@ -209,8 +211,9 @@ def topk_label(case):
 
 
 def topk_facets(case):
-    """k = E (the selection is a whole sort), and the values near 100."""
-    return {"k=E": int(case["k"] == case["E"]), "near 100": int(case["values"] == "high")}
+    """k = E (the selection is a whole sort), and logits near 100."""
+    return {"every expert chosen": int(case["k"] == case["E"]),
+            "near 100": int(case["values"] == "high")}
 
 
 def topk_locate(case, name, index, rank):
@@ -386,7 +389,7 @@ def gate_label(case):
 
 
 def gate_facets(case):
-    return {"k=E": int(case["k"] == case["E"])}
+    return {"every expert chosen": int(case["k"] == case["E"])}
 
 
 def gate_locate(case, name, index, rank):
@@ -622,7 +625,7 @@ def loss_label(case):
 
 
 def loss_facets(case):
-    return {"k=E": int(case["k"] == case["E"])}
+    return {"every expert chosen": int(case["k"] == case["E"])}
 
 
 def loss_locate(case, name, index, rank):
