@@ -9,12 +9,20 @@ many tokens, and the exchanges pending while it ran).
 """
 
 from lectures.lc7_ep.gshard import gshard_backward, gshard_forward
+from lectures.lc7_ep.routing import (gate_bias_update, gate_sigmoid_forward, seq_balance_loss,
+                                     topk_backward, topk_forward)
 
 TITLE = "mixture of experts and expert parallelism"
 
 # The report time of make grade LC=N SOL=1 on a 2-core machine (measured; the README's table).
 GRADE_SECONDS = 30
 
-TESTS = [gshard_forward, gshard_backward]
+TESTS = [topk_forward, topk_backward,
+         gate_sigmoid_forward, gate_bias_update, seq_balance_loss,
+         gshard_forward, gshard_backward]
 
-DEMOS = {"gshard": ["y, dx, dwr and dexperts: matches one process: yes"]}
+DEMOS = {"topk_gradient": ["dlogits equals the dense softmax's gradient through the chosen: yes"],
+         "gate_sigmoid": ["the bias never weighs: w equals the chosen scores normalised: yes",
+                          "uniform routing's loss equals alpha: yes",
+                          "dlogits equals the loss's central differences: yes"],
+         "gshard": ["y, dx, dwr and dexperts: matches one process: yes"]}
