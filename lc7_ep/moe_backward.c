@@ -209,9 +209,7 @@ static void demo(MPI_Comm comm)
     }
     xt_printf_root(comm, "rank 0's gradients beside central differences in double (h = 1e-5):\n");
     xt_printf_root(comm, "%s", table);
-    xt_printf_ordered(comm,
-                      "|dx| %.4f  |dWr| %.4f  |dexperts| %.4f  worst relative "
-                      "difference %.1e\n",
+    xt_printf_ordered(comm, "|dx| %.4f  |dWr| %.4f  |dexperts| %.4f  worst rel. difference %.1e\n",
                       norm(dx, DT * DD), norm(dwr, DD * DE), norm(dex, NPAR), worst);
     double all;
     MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, comm);

@@ -122,18 +122,21 @@ void moe_backward(const float *x, const float *wr, const float *experts, const f
         for (int i = 0; i < d; i++)
             dx[c / k * d + i] += dxs[(long)slot[c] * d + i];
 
-    /* The router: through the chosen probabilities (dw), and through every P_i of the
-     * balance loss (dprobs[t][i] = alpha E f_i / T), then the softmax backward. */
+    /* The router, through the chosen probabilities (dw), then through every P_i of the
+     * balance loss: dprobs[t][i] = a_i = alpha E f_i / T, and the softmax backward
+     * dlogits[t][i] += p_ti (a_i - sum_e p_te a_e). */
     float *dlogits = malloc(sizeof(float) * ((size_t)T * E + 1));
+    double *a = malloc(sizeof(double) * ((size_t)E + 1));
     xt_topk_route_backward(dlogits, dw, probs, idx, T, E, k, 0);
+    for (int e = 0; e < E; e++)
+        a[e] = (double)alpha * E * count[e] / (double)n / T;
     for (int t = 0; t < T; t++) {
         const float *p = probs + (long)t * E;
         double pa = 0.0;
         for (int e = 0; e < E; e++)
-            pa += p[e] * ((double)alpha * E * count[e] / (double)n / T);
+            pa += p[e] * a[e];
         for (int e = 0; e < E; e++)
-            dlogits[(long)t * E + e] +=
-                (float)(p[e] * ((double)alpha * E * count[e] / (double)n / T - pa));
+            dlogits[(long)t * E + e] += (float)(p[e] * (a[e] - pa));
     }
     xt_gemm(1, 0, d, E, T, 1.0f, x, dlogits, 1.0f, dwr); /* dWr += x^T dlogits */
     xt_gemm(0, 1, T, d, E, 1.0f, dlogits, wr, 1.0f, dx); /* dx += dlogits Wr^T */
@@ -155,6 +158,7 @@ void moe_backward(const float *x, const float *wr, const float *experts, const f
     free(h);
     free(dh);
     free(dlogits);
+    free(a);
     // END SOLUTION
 }
 
@@ -317,9 +321,7 @@ static void demo(MPI_Comm comm)
     }
     xt_printf_root(comm, "rank 0's gradients beside central differences in double (h = 1e-5):\n");
     xt_printf_root(comm, "%s", table);
-    xt_printf_ordered(comm,
-                      "|dx| %.4f  |dWr| %.4f  |dexperts| %.4f  worst relative "
-                      "difference %.1e\n",
+    xt_printf_ordered(comm, "|dx| %.4f  |dWr| %.4f  |dexperts| %.4f  worst rel. difference %.1e\n",
                       norm(dx, DT * DD), norm(dwr, DD * DE), norm(dex, NPAR), worst);
     double all;
     MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, comm);

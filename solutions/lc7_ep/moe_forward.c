@@ -296,8 +296,7 @@ static void demo(MPI_Comm comm)
     worst = fmax(worst, dense_difference(y, xu, wu, experts, DE, DD, DE, DF, DK));
     print_balance(comm, 0, "uniform", xu, wu, DE, loss);
     xt_printf_root(comm,
-                   "uniform routing (T = E tokens, Wr circulant): f_i = P_i = 1/E, loss %.6f "
-                   "%s alpha\n",
+                   "uniform routing (T = E, Wr circulant): f_i = P_i = 1/E, loss %.6f %s alpha\n",
                    loss, fabsf(loss - ALPHA) < 1e-7f ? "=" : "!=");
     double all;
     MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, comm);
