@@ -71,7 +71,7 @@ def layer_cases(shapes, backward):
 
 def facets(case):
     return {"k": case["k"], "skewed": case["skew"], "alpha>0": int(case["alpha"] > 0),
-            "T=1": int(case["T"] == 1)}
+            "one token": int(case["T"] == 1)}
 
 
 def locate(case, name, index, rank):
