@@ -318,10 +318,19 @@ def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
                   if os.path.exists(os.path.join(HERE, "lectures", lec, "lecture.c"))]
         subprocess.run(["make", "-s", "--no-print-directory", "SAN=1", "build/san/common/libxt.a"]
                        + shared, cwd=ROOT, check=False)
-    context = multiprocessing.get_context("fork")
-    with context.Pool(jobs, initializer=start_worker) as pool:
+    # Closed, not terminated, when every mutant is done: terminate would SIGTERM the
+    # workers, whose handler (the grader's, installed by grade.main) raises
+    # KeyboardInterrupt wherever they are, even inside the pool's own locks.
+    pool = multiprocessing.get_context("fork").Pool(jobs, initializer=start_worker)
+    try:
         for outcome in pool.imap(run_one_args, [(p, seed, python) for p in paths]):
             yield outcome
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
 
 
 def run_one_args(args):
