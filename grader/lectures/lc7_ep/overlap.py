@@ -326,7 +326,7 @@ def layer_locate(case, name, index, rank):
 def layer_facets(case):
     f = ep.facets(case)
     del f["capacity"]
-    f["odd T"] = case["T"] % 2
+    f["T%2"] = case["T"] % 2
     return f
 
 
