@@ -36,9 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void experts_exchange(float *out, const float *rows, const int *send_counts,
-                      const int *recv_counts, const float *experts, int E, int d, int ff,
-                      MPI_Comm comm)
+void experts_exchange(float *out, const float *rows, const int *send_counts, const int *recv_counts,
+                      const float *experts, int E, int d, int ff, MPI_Comm comm)
 {
     int np, rank;
     MPI_Comm_size(comm, &np);
@@ -149,10 +148,9 @@ static void demo(MPI_Comm comm)
         else
             under += log[i].tokens;
     }
-    xt_printf_root(comm,
-                   "\nthe order, from libxt's log of the expert calls: rows computed while "
-                   "an\nexchange was pending (the own ones, under MPI_Ialltoallv), then "
-                   "after the wait\n");
+    xt_printf_root(comm, "\nthe order, from libxt's log of the expert calls: rows computed while "
+                         "an\nexchange was pending (the own ones, under MPI_Ialltoallv), then "
+                         "after the wait\n");
     xt_printf_ordered(comm, "%d row%s with an exchange in flight, then %d after the wait\n", under,
                       under == 1 ? "" : "s", after);
 

@@ -132,8 +132,10 @@ static void demo(MPI_Comm comm)
     xt_expert_log(log, before, logged < 2 * E ? logged : 2 * E);
     const char *what[2] = {"micro-batch 1's dispatch", "micro-batch 0's combine"};
     for (int m = 0; m < 2; m++) {
-        xt_printf_root(comm, "\nexperts of micro-batch %d, meant to run under %s\n(libxt's "
-                       "log: expert:rows, receives still pending meanwhile):\n", m, what[m]);
+        xt_printf_root(comm,
+                       "\nexperts of micro-batch %d, meant to run under %s\n(libxt's "
+                       "log: expert:rows, receives still pending meanwhile):\n",
+                       m, what[m]);
         char order[160];
         int at = 0, pending = 0;
         for (long i = m * nl; i < (m + 1) * nl && i < logged && i < 2 * E; i++) {

@@ -130,8 +130,8 @@ static int rows_from(const micro_batch *b, int p, int nl)
  * rows regrouped by expert (one xt_experts_forward for the micro-batch), the outputs
  * put back in the order they came, the own ones straight into back.
  */
-static void compute(micro_batch *b, int mb, const float *experts, int rank, int np, int nl,
-                    int d, int ff)
+static void compute(micro_batch *b, int mb, const float *experts, int rank, int np, int nl, int d,
+                    int ff)
 {
     size_t row = sizeof(float) * d;
     memcpy(b->xr + (size_t)b->roff[rank] * d, b->xs + (size_t)b->soff[rank] * d,
@@ -351,8 +351,10 @@ static void demo(MPI_Comm comm)
     xt_expert_log(log, before, logged < 2 * E ? logged : 2 * E);
     const char *what[2] = {"micro-batch 1's dispatch", "micro-batch 0's combine"};
     for (int m = 0; m < 2; m++) {
-        xt_printf_root(comm, "\nexperts of micro-batch %d, meant to run under %s\n(libxt's "
-                       "log: expert:rows, receives still pending meanwhile):\n", m, what[m]);
+        xt_printf_root(comm,
+                       "\nexperts of micro-batch %d, meant to run under %s\n(libxt's "
+                       "log: expert:rows, receives still pending meanwhile):\n",
+                       m, what[m]);
         char order[160];
         int at = 0, pending = 0;
         for (long i = m * nl; i < (m + 1) * nl && i < logged && i < 2 * E; i++) {

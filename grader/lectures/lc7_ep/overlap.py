@@ -53,8 +53,8 @@ How it is computed (exact):
 
 Tolerance: ep.TOLERANCE, each output within 3e-5 max(1, its largest |value| over every
 rank). Both are float32 SwiGLU chains of d and ff terms, and a weighted sum of k of them.
-Measured (grade.py --margins, seeds 1 to 6): the worst error was 1.1% of the bound
-(experts_exchange) and 0.9% (moe_overlap_forward). A row sent to the wrong rank or
+Measured (grade.py --margins, seeds 1 to 6): the worst error was 0.8% of the bound
+(experts_exchange) and 1.3% (moe_overlap_forward). A row sent to the wrong rank or
 expert, or a token missing its output, moves a value by the size of the value.
 """
 
