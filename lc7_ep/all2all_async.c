@@ -47,10 +47,11 @@ void experts_exchange(float *out, const float *rows, const int *send_counts, con
      * TODO: experts under an a2a.
      *   rows/out: blocks by destination rank p, then p's expert j (send_counts[p E/np + j]
      *   rows of d); recv_counts[p E/np + j]: what p sends this rank's expert j. Graded:
-     *   out on every rank; each rank sends exactly its rows to each other rank and their
-     *   outputs back, nothing to itself; an MPI_Ialltoallv (or Isend/Irecv) of the rows
-     *   started before the own rows' xt_experts_forward and waited after it, those rows
-     *   computed before any received one; experts through xt_experts_forward only.
+     *   out on every rank; exactly the rows to each other rank and their outputs back,
+     *   nothing to itself, by two all-to-all-v (the first an MPI_Ialltoallv) or by
+     *   point-to-point only; the rows' exchange started before the own rows'
+     *   xt_experts_forward and waited after it, those rows computed before any received
+     *   one; experts through xt_experts_forward (global expert indices) only.
      */
     XT_TODO("experts under an a2a.", out, rows, send_counts, recv_counts, experts, E, d, ff, comm);
 }
