@@ -166,3 +166,30 @@ void xti_record_write(const char *path, double seconds)
     fprintf(f, "END\n");
     XT_CHECK(fclose(f) == 0, "cannot write %s", path);
 }
+
+/*
+ * The expert calls this rank logged (its X lines), for a demo that shows in
+ * which order a program computed and waited (xt_nn.h): the from-th X line of
+ * the log and those after it, at most max, into out; returns how many X lines
+ * the log holds in all. A case starts a fresh log; a demo's goes on.
+ */
+long xt_expert_log(xt_expert_call *out, long from, long max)
+{
+    long seen = 0, copied = 0;
+    for (long i = 0; i < n_calls; i++) {
+        if (calls[i].line[0] != 'X')
+            continue;
+        if (seen++ < from || copied >= max || !out)
+            continue;
+        xt_expert_call *c = &out[copied];
+        char op = 0;
+        double start = 0.0, end = 0.0;
+        if (sscanf(calls[i].line, "X %c %d %d %lf %lf %ld %d %ld", &op, &c->expert, &c->tokens,
+                   &start, &end, &c->events_before, &c->pending, &c->pending_bytes) == 8) {
+            c->op = op;
+            c->seconds = end - start;
+            copied++;
+        }
+    }
+    return seen;
+}

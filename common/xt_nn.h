@@ -641,6 +641,23 @@ void xt_experts_backward(float *dx, float *dparams, const float *dy, const float
                          const float *keep, const int *counts, int first, int ne,
                          const float *params, int d, int ff);
 
+/*
+ * The expert calls this rank has logged (the X lines above), for a demo that
+ * shows in which order its program computed and waited: the from-th call
+ * logged and those after it, at most max, into out (NULL: none); returns how
+ * many calls the log holds in all. A graded case starts a fresh log; a demo's
+ * grows from the start of the program.
+ */
+typedef struct {
+    char op;            /* 'F' forward, 'B' backward */
+    int expert, tokens; /* the expert's global index, the rows it computed */
+    int pending;        /* exchanges (receives, nonblocking collectives) pending meanwhile */
+    long pending_bytes; /* their bytes */
+    long events_before; /* MPI messages this rank had logged before the call */
+    double seconds;     /* how long it ran */
+} xt_expert_call;
+long xt_expert_log(xt_expert_call *out, long from, long max);
+
 #ifdef __cplusplus
 }
 #endif

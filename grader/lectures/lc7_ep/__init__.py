@@ -10,6 +10,7 @@ many tokens, and the exchanges pending while it ran).
 
 from lectures.lc7_ep.gshard import gshard_backward, gshard_forward
 from lectures.lc7_ep.layer import moe_backward, moe_forward
+from lectures.lc7_ep.overlap import experts_exchange, moe_overlap_forward
 from lectures.lc7_ep.routing import (gate_bias_update, gate_sigmoid_forward, seq_balance_loss,
                                      topk_backward, topk_forward)
 
@@ -21,7 +22,9 @@ GRADE_SECONDS = 30
 TESTS = [topk_forward, topk_backward,
          gate_sigmoid_forward, gate_bias_update, seq_balance_loss,
          moe_forward, moe_backward,
-         gshard_forward, gshard_backward]
+         gshard_forward, gshard_backward,
+         experts_exchange,
+         moe_overlap_forward]
 
 DEMOS = {"topk_gradient": ["dlogits equals the dense softmax's gradient through the chosen: yes"],
          "gate_sigmoid": ["the bias never weighs: w equals the chosen scores normalised: yes",
@@ -29,4 +32,6 @@ DEMOS = {"topk_gradient": ["dlogits equals the dense softmax's gradient through 
                           "dlogits equals the loss's central differences: yes"],
          "moe_forward": ["y agrees with a dense computation: yes"],
          "moe_backward": ["gradients agree with finite differences: yes"],
-         "gshard": ["y, dx, dwr and dexperts: matches one process: yes"]}
+         "gshard": ["y, dx, dwr and dexperts: matches one process: yes"],
+         "all2all_async": ["every row's output matches one process: yes"],
+         "moe_overlap": ["y matches one process: yes"]}

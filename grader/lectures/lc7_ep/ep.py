@@ -327,3 +327,53 @@ def collectives_in_order(expected, why, own_comms=False):
         return []
     rule.__doc__ = f"collectives in order ({why})"
     return rule
+
+
+# ------------------------------------------------ micro-batches, given histograms
+
+def micro_batch(case, m, parts=2):
+    """(lo, count): the tokens of micro-batch m of a rank's T, xt_block(T, parts, m)."""
+    return nn.block(case["T"], parts, m)
+
+
+def micro_histogram(case, inputs, m, parts=2):
+    """counts[s][e]: the kept choices that micro-batch m's tokens (xt_block(T, parts, m))
+    of rank s send expert e. A choice is kept or dropped by the whole batch's capacity
+    queue (keep_mask over all T tokens); the micro-batches add up to histogram()."""
+    lo, count = micro_batch(case, m, parts)
+    out = np.zeros((case.np, case["E"]), int)
+    for s in range(case.np):
+        idx = routing(case, inputs["x"][s], inputs["wr"])[0]
+        keep = keep_mask(case, idx)
+        part = idx[lo:lo + count]
+        np.add.at(out[s], part[keep[lo:lo + count] > 0], 1)
+    return out
+
+
+def expert_tokens_from(histogram_of, op, why):
+    """Rule: expert_tokens() for rows whose histogram the case gives rather than the
+    routing: histogram_of(case, inputs) -> counts[s][e], the rows rank s sends expert e.
+    Each rank's expert calls with op computed each of its local experts on exactly the
+    rows every rank sends it, and no other expert."""
+    def rule(case, inputs, records):
+        want = np.asarray(histogram_of(case, inputs)).sum(axis=0)
+        what = {"F": "forward", "B": "backward"}[op]
+        out = []
+        for r, rec in enumerate(records):
+            got = {}
+            for call in rec.experts:
+                if call.op == op:
+                    got[call.expert] = got.get(call.expert, 0) + call.tokens
+            stray = [e for e in sorted(got) if e not in local_experts(case, r)]
+            if stray:
+                out.append((r, f"rank {r} computed expert {stray[0]} ({what}), which lives on "
+                               f"rank {owner(case, stray[0])}: {why}"))
+                continue
+            for e in local_experts(case, r):
+                if got.get(e, 0) != want[e]:
+                    out.append((r, f"rank {r}'s expert {e} computed {got.get(e, 0)} rows "
+                                   f"{what}; the ranks send it {want[e]}: {why}"))
+                    break
+        return out
+    rule.__doc__ = f"expert rows ({op})"
+    return rule

@@ -1,0 +1,389 @@
+"""make bench LC=7 [NP=n] [SOL=0] [ARGS="..."]: lecture 7's MoE layer with expert
+parallelism at np 1, 2 and 4 (NP=n: that one), its two micro-batches overlapped or not.
+
+Each program runs moe_overlap_forward in case mode, as the grader runs it: one MoE layer of
+T tokens per rank (E experts of hidden ff, top-k, dropless), a few rounds, one launch per
+program, np and routing:
+
+- overlap: moe_overlap.c, each micro-batch's experts computed while the other's dispatch or
+  combine is in flight;
+- serial: the same layer with the micro-batches one after the other, each exchange waited
+  for before the next step (the mutant ovl_serial of solutions/lc7_ep/moe_overlap.c);
+
+under uniform routing (random tokens, a random router) and skewed routing (ep's skew: the
+last rank's experts get no token, expert 0 the most).
+
+From the case records (libxt logs every expert call, an X line, with the exchanges pending
+while it ran):
+
+- step: the case's time, the slowest rank's (best and median of the rounds);
+- experts: the busiest rank's expert compute (the sum of its X lines' durations), and
+  other: the step less that, the time the busiest rank was not computing experts
+  (routing, packing, messages, waiting, the combine's sum, reading the case's inputs);
+- under exchange: the share of the expert compute (every rank's X lines' time) that ran
+  with an exchange pending: what the program let the transfers hide under;
+- bytes per rank: dispatch (the rows each rank sends the others) and combine (the outputs
+  it sends back), from the routing histogram of each micro-batch (ep.micro_histogram), and
+  the bytes the rank sent, which must be their sum; the grader's rule ovl_traffic checks
+  every message against the histogram too (one per peer and exchange, of exactly its rows).
+
+The bytes are exact: the bench fails if one differs. Every rank's y of every round is
+checked against NumPy (one dense MoE layer, float64, lecture 7's tolerance), so that a fast
+wrong result is not a result. Writes JSON under build/bench/; docs/lc7_ep.md (The bench)
+explains the tables.
+"""
+
+import os
+import re
+import shutil
+import statistics
+import sys
+import textwrap
+
+import numpy as np
+
+import harness
+import launch
+import mutants
+import spec
+from benchlib import TrainingRun, build_program, ms, tree_of
+from testkit import bench_results, fresh, run_bench, tail
+from lectures.lc7_ep import ep, overlap
+
+ABOUT = "the MoE layer's two micro-batches overlapped or serial: step time, expert compute " \
+        "under an exchange, dispatch and combine bytes per rank against the histogram"
+
+# name: what it is
+PROGRAMS = {"overlap": "each micro-batch's experts under the other's exchange",
+            "serial": "the micro-batches one after the other, every exchange waited for"}
+SERIAL_PATCH = "ovl_serial"
+ROUTINGS = ("uniform", "skewed")
+NPS = (1, 2, 4)
+
+
+def add_options(g):
+    g.add_argument("--moe-programs", default=",".join(PROGRAMS),
+                   help=f"comma-separated, of {', '.join(PROGRAMS)} (default both)")
+    g.add_argument("--routing", default=",".join(ROUTINGS),
+                   help="comma-separated, of uniform, skewed (default both)")
+    g.add_argument("--tokens", type=int, default=1024, help="tokens T per rank (default 1024)")
+    g.add_argument("--hidden", type=int, default=256, help="hidden size d (default 256)")
+    g.add_argument("--ffn", type=int, default=512, help="an expert's hidden ff (default 512)")
+    g.add_argument("--experts", type=int, default=8, help="experts E (default 8)")
+    g.add_argument("--topk", type=int, default=2, help="experts per token k (default 2)")
+
+
+def note(text):
+    print("\n".join(textwrap.wrap(text, 98, initial_indent="# ", subsequent_indent="#   ")))
+
+
+def make_case(n, args, routing):
+    """A spec.Case of the layer (what ep's inputs and reference read)."""
+    params = ep.moe_case(n, args.tokens, args.hidden, args.experts, args.ffn, args.topk,
+                         skew=int(routing == "skewed"), dy=0)
+    del params["np"]
+    params["fn"] = "moe_overlap_forward"
+    return spec.Case(test=None, np=n, params=params)
+
+
+# ------------------------------------------------------------------ measures
+
+def traffic(case, inputs):
+    """Per rank: (dispatch bytes, combine bytes) from each micro-batch's histogram: the rows
+    it sends the other ranks, and the outputs of the rows they send it, d x 4 bytes each."""
+    n, d = case.np, case["d"]
+    per_mb = [overlap.rows(ep.micro_histogram(case, inputs, m), n) for m in (0, 1)]
+    out = []
+    for r in range(n):
+        others = [p for p in range(n) if p != r]
+        out.append((sum(int(h[r][p]) for h in per_mb for p in others) * d * 4,
+                    sum(int(h[p][r]) for h in per_mb for p in others) * d * 4))
+    return out
+
+
+def sent_bytes(rec):
+    return sum(e.bytes for e in rec.events if e.dir == "S" and e.comm == "case")
+
+
+def expert_seconds(rec):
+    """(the rank's expert compute, the part of it with an exchange pending)."""
+    calls = [c for c in rec.experts if c.op == "F"]
+    return (sum(c.end - c.start for c in calls),
+            sum(c.end - c.start for c in calls if c.pending))
+
+
+def check_values(want, n, cdir):
+    """'' when every rank's y matches the reference, else the first difference; and the
+    worst error as a share of the bound."""
+    bound = ep.TOLERANCE.bound([w["y"] for w in want])
+    worst = 0.0
+    for r in range(n):
+        path = os.path.join(cdir, f"g0.r{r}.y.npy")
+        got = np.load(path) if os.path.exists(path) else None
+        msg = harness.compare("y", want[r]["y"], got, bound, r)
+        if msg:
+            return msg, None
+        err = float(np.abs(got.astype(np.float64) - want[r]["y"]).max()) if got.size else 0
+        worst = max(worst, err / bound)
+    return "", worst
+
+
+# -------------------------------------------------------------------- launch
+
+def serial_tree(out):
+    """solutions/lc7_ep/moe_overlap.c with the serial schedule (the mutant ovl_serial), under
+    out: the tree (rewritten only when its text changes, so that make keeps its build)."""
+    tree = os.path.relpath(os.path.join(out, "lc7_serial", "lc7_ep"))
+    m = mutants.parse(os.path.join("grader", "mutants", "lc7_ep", SERIAL_PATCH + ".patch"))
+    with open(m.target) as f:
+        text = mutants.apply(f.read(), m.hunks)
+    os.makedirs(tree, exist_ok=True)
+    path = os.path.join(tree, "moe_overlap.c")
+    old = open(path).read() if os.path.exists(path) else None
+    if old != text:
+        with open(path, "w") as f:
+            f.write(text)
+    return tree
+
+
+def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
+    """One launch: warm-up and measured rounds of one case. Returns (row or None, errors,
+    skipped message or None)."""
+    n = case.np
+    shutil.rmtree(work, ignore_errors=True)
+    shared = os.path.join(work, "inputs")
+    os.makedirs(shared)
+    harness.write_inputs(shared, 0, ep.program_inputs(inputs))
+    params = " ".join(f"{k}={v}" for k, v in case.params.items())
+    lines = ["# make bench LC=7: one MoE layer forward per round"]
+    for k in range(warmup + rounds):
+        cdir = os.path.join(work, f"c{k}")
+        os.makedirs(cdir)
+        for f in os.listdir(shared):
+            try:
+                os.link(os.path.join(shared, f), os.path.join(cdir, f))
+            except OSError:
+                shutil.copy(os.path.join(shared, f), cdir)
+        lines.append(f"case {k} np={n} {params} watchdog={args.timeout:.0f}")
+    with open(os.path.join(work, "cases.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    # MPI_Send as a real run has it (buffered while small), not the grader's strict mode.
+    cmd = launch.mpirun_command(n, [os.path.abspath(binary), "--cases", os.path.abspath(work),
+                                    "--no-strict"])
+    out = []
+    res = launch.run(cmd, timeout=args.timeout, env=env, on_line=out.append)
+    routing = "skewed" if case["skew"] else "uniform"
+    what = f"{name} np {n} {routing}"
+    todo = [ln for ln in out if " TODO " in ln]
+    if todo:
+        where = re.search(r"(\S+\.c:\d+)", todo[0])
+        return None, [], f"moe_overlap.c is not written yet (TODO at " \
+                         f"{where.group(1) if where else '?'})"
+    if res.timed_out or res.returncode != 0:
+        return None, [f"{what}: the launch {'timed out' if res.timed_out else 'failed'} (exit "
+                      f"{res.returncode}); rerun: {launch.shell_line(cmd)}"], None
+    per, worst, errors = [], 0.0, []
+    bytes_want = traffic(case, inputs)
+    for k in range(warmup + rounds):
+        cdir = os.path.join(work, f"c{k}")
+        recs = [harness.read_record(os.path.join(cdir, f"g0.r{r}.mpi.txt")) for r in range(n)]
+        if any(rec is None for rec in recs):
+            return None, [f"{what}: a rank wrote no record"], None
+        wrong, margin = check_values(want, n, cdir)
+        if wrong:
+            return None, [f"{what}: {wrong}"], None
+        worst = max(worst, margin)
+        broken = overlap.ovl_traffic(case, inputs, recs)
+        sent = [sent_bytes(rec) for rec in recs]
+        if broken or sent != [a + b for a, b in bytes_want]:
+            why = broken[0][1] if broken else f"the ranks sent {sent} bytes"
+            return None, [f"{what}: {why}; the histogram gives dispatch + combine "
+                          f"{[a + b for a, b in bytes_want]}"], None
+        if k < warmup:
+            continue
+        per.append((max(rec.seconds for rec in recs), [expert_seconds(rec) for rec in recs],
+                    sent))
+    steps = [p[0] for p in per]
+    busiest = [max(c for c, _ in p[1]) for p in per]
+    compute = sum(c for p in per for c, _ in p[1])
+    under = sum(u for p in per for _, u in p[1])
+    row = {"program": name, "np": n, "routing": routing, "best": min(steps),
+           "median": statistics.median(steps), "experts": statistics.median(busiest),
+           "other": statistics.median(s - b for s, b in zip(steps, busiest)),
+           "share": under / compute if compute and n > 1 else None,
+           "rank_experts": [statistics.median(p[1][r][0] for p in per) for r in range(n)],
+           "dispatch": [a for a, _ in bytes_want], "combine": [b for _, b in bytes_want],
+           "bytes": per[0][2], "worst_error": worst, "rounds": len(per)}
+    return row, errors, None
+
+
+# --------------------------------------------------------------------- tables
+
+def slashed(values, fmt="{}"):
+    return "/".join(fmt.format(v) for v in values)
+
+
+def print_tables(rows, cores):
+    def over(n):
+        return "*" if n > cores else ""
+
+    order = sorted(rows, key=lambda r: (ROUTINGS.index(r["routing"]), r["np"],
+                                        list(PROGRAMS).index(r["program"])))
+    print("\nthe layer's forward, micro-batches overlapped (overlap) or one after the other "
+          "(serial):")
+    fmt = "{:<8} {:<8} {:>4} {:>9} {:>9} {:>9} {:>9} {:>15}"
+    print(fmt.format("program", "routing", "np", "best ms", "median", "experts", "other",
+                     "under exchange"))
+    for r in order:
+        share = "-" if r["share"] is None else f"{100 * r['share']:.0f}%"
+        print(fmt.format(r["program"], r["routing"], f"{r['np']}{over(r['np'])}", ms(r["best"]),
+                         ms(r["median"]), ms(r["experts"]), ms(r["other"]), share))
+    print("\nbytes per rank: dispatch (its rows to the other ranks) and combine (the outputs "
+          "it sends\nback), from the routing histogram of each micro-batch, and what the rank "
+          "sent (= their sum):")
+    fmt = "{:<8} {:>4} {:>5} {:>12} {:>12} {:>12}"
+    print(fmt.format("routing", "np", "rank", "dispatch", "combine", "sent"))
+    seen = set()
+    for r in order:
+        if (r["routing"], r["np"]) in seen:
+            continue
+        seen.add((r["routing"], r["np"]))
+        for rank in range(r["np"]):
+            print(fmt.format(r["routing"], f"{r['np']}{over(r['np'])}", rank,
+                             r["dispatch"][rank], r["combine"][rank], r["bytes"][rank]))
+    print("\nexpert compute per rank (ms, rank 0 first): the skew's imbalance")
+    fmt = "{:<8} {:<8} {:>4}  {}"
+    for r in order:
+        print(fmt.format(r["program"], r["routing"], f"{r['np']}{over(r['np'])}",
+                         slashed([v * 1e3 for v in r["rank_experts"]], "{:.1f}")))
+
+
+def run(args):
+    names = [x.strip() for x in args.moe_programs.split(",") if x.strip()]
+    routings = [x.strip() for x in args.routing.split(",") if x.strip()]
+    if (not names or set(names) - set(PROGRAMS) or not routings or set(routings) - set(ROUTINGS)
+            or min(args.tokens, args.hidden, args.ffn, args.experts, args.topk) < 1
+            or args.topk > args.experts):
+        print(f"bench: --moe-programs of {', '.join(PROGRAMS)}; --routing of "
+              f"{', '.join(ROUTINGS)}; --tokens, --hidden, --ffn, --experts, --topk positive, "
+              f"topk at most experts", file=sys.stderr)
+        return 2
+    tree = tree_of(args, "lc7_ep")
+    nps = [args.np] if args.np else list(NPS)
+    rounds = args.rounds if args.rounds is not None else 3
+    warmup = args.warmup if args.warmup >= 0 else 1
+    trun = TrainingRun(7, args, "the MoE layer, micro-batches overlapped or serial", tree, nps)
+    note(f"one MoE layer forward: T = {args.tokens} tokens per rank in two micro-batches, d = "
+         f"{args.hidden}, E = {args.experts} experts of ff = {args.ffn}, k = {args.topk} "
+         f"(float32, dropless); per program, np and routing one launch: {warmup} warm-up and "
+         f"{rounds} measured rounds, as the grader runs a case; every round's y checked "
+         f"against NumPy (float64)")
+    note("step: ms per case, the slowest rank's, best and median of the rounds; experts: the "
+         "busiest rank's expert compute (libxt's log), median; other: step - experts, the "
+         "time the busiest rank was not computing experts; under exchange: the share of "
+         "every rank's expert compute that ran with an exchange pending")
+    if max(nps) > trun.cores:
+        note(f"* np > {trun.cores} cores: ranks are oversubscribed, a rank waits for a core as "
+             f"well as for messages; its times are not those of np cores. The bytes and the "
+             f"shares are exact at every np")
+    env = launch.mpi_env()
+    env.pop("XT_TRACE", None)
+    out = args.out
+    binaries, skipped, results, failures = {}, [], [], []
+    for name in names:
+        src = serial_tree(out) if name == "serial" else tree
+        binaries[name], why = build_program(src, "moe_overlap")
+        if why:
+            skipped.append(why)
+    if "serial" in names:
+        note(f"serial: solutions/lc7_ep/moe_overlap.c with the mutant {SERIAL_PATCH} applied "
+             f"({serial_tree(out)}/)")
+    for n in nps:
+        if args.experts % n:
+            skipped.append(f"np {n}: E={args.experts} experts cannot be split over {n} ranks")
+            continue
+        for routing in routings:
+            case = make_case(n, args, routing)
+            inputs = ep.layer_inputs(case, np.random.default_rng(7))
+            want = overlap.layer_reference(case, inputs)
+            for name in names:
+                if binaries[name] is None:
+                    continue
+                work = os.path.join(out, "lc7_work", f"{name}_np{n}_{routing}")
+                row, errors, why = measure(name, case, inputs, want, rounds, warmup, args,
+                                           binaries[name], work, env)
+                if why:
+                    skipped.append(why)
+                    binaries[name] = None
+                    continue
+                failures += errors
+                for e in errors:
+                    print(f"ERROR: {e}")
+                if row:
+                    results.append(row)
+                    print(f"# {name} np {n} {routing}: {ms(row['best'])} ms", flush=True)
+    print_tables(results, trun.cores)
+    if results:
+        worst = max(r["worst_error"] for r in results)
+        note(f"values: every round of every run within lecture 7's tolerance ({ep.MOE_RTOL:g} "
+             f"of y's largest value); the worst error {100 * worst:.1f}% of it")
+    return trun.finish("lc7_ep", {"runs": results, "T": args.tokens, "d": args.hidden,
+                                  "E": args.experts, "ff": args.ffn, "k": args.topk,
+                                  "rounds": rounds, "warmup": warmup}, skipped, failures)
+
+
+SMALL = ["--lc", "7", "--np", "2", "--tokens", "16", "--hidden", "8", "--ffn", "8",
+         "--experts", "4", "--topk", "2", "--rounds", "1", "--warmup", "0"]
+# The bench must reject: micro-batch 1's outputs added to micro-batch 0's tokens (wrong
+# values), and the own rows sent to the rank itself (bytes the histogram does not give).
+MUTANTS = ("ovl_mb1_into_mb0_tokens", "ovl_own_rows_sent")
+
+
+def selftest(s):
+    """make test: the bench on a small layer, its bytes equal to the histogram's, the serial
+    program's expert compute never under an exchange and the overlapped one's always (under
+    uniform routing, where every rank sends and receives), and two mutants it must reject."""
+    s.section("bench (make bench LC=7, a small layer)")
+    out = fresh("bench7")
+    rc, text, took = run_bench(SMALL, out)
+    problems = [] if rc == 0 else tail(text)
+    runs = bench_results(os.path.join(out, "lc7_ep_np2.json"), problems, {"runs": []})["runs"]
+    got = {(r["program"], r["routing"]): r for r in runs}
+    if sorted(got) != sorted((p, x) for p in PROGRAMS for x in ROUTINGS):
+        problems.append(f"rows: {sorted(got)}")
+    for (name, routing), r in got.items():
+        sums = [a + b for a, b in zip(r["dispatch"], r["combine"])]
+        if r["bytes"] != sums or not sum(sums) or not r["best"] > 0:
+            problems.append(f"{name} {routing}: sent {r['bytes']}, dispatch + combine {sums}")
+        if name == "serial" and r["share"] != 0.0:
+            problems.append(f"serial {routing}: {r['share']} of the expert compute under an "
+                            f"exchange, expected none")
+        if name == "overlap" and routing == "uniform" and r["share"] != 1.0:
+            problems.append(f"overlap uniform: {r['share']} of the expert compute under an "
+                            f"exchange, expected all")
+    s.record("bench LC=7: overlapped and serial layers at np=2, uniform and skewed, values "
+             "checked; bytes sent equal to the histogram's dispatch + combine; the serial "
+             "layer's expert compute never under an exchange, the overlapped one's always "
+             "under uniform routing", not problems, problems, f"({took:.1f} s)")
+    for patch, want in zip(MUTANTS, (r"ERROR: overlap np 2 uniform: rank \d+ 'y'",
+                                     r"ERROR: overlap np 2 uniform: rank \d+ sent \d+ bytes "
+                                     r"to itself")):
+        tree = mutant_tree(f"bench7_{patch}", patch)
+        rc, text, took = run_bench(SMALL + ["--moe-programs", "overlap"],
+                                   os.path.join(tree, "out"), tree)
+        s.record(f"bench LC=7: the mutant {patch} is reported and fails the run",
+                 rc == 1 and re.search(want, text), tail(text), f"({took:.1f} s)")
+
+
+def mutant_tree(name, patch):
+    """A copy of solutions/lc7_ep/*.c under build/selftest/<name>/lc7_ep/ with the mutant
+    applied to its file."""
+    tree = fresh(name)
+    lec = os.path.join(tree, "lc7_ep")
+    shutil.copytree(os.path.join("solutions", "lc7_ep"), lec)
+    m = mutants.parse(os.path.join("grader", "mutants", "lc7_ep", patch + ".patch"))
+    with open(m.target) as f:
+        text = mutants.apply(f.read(), m.hunks)
+    with open(os.path.join(lec, os.path.basename(m.target)), "w") as f:
+        f.write(text)
+    return tree
