@@ -566,6 +566,17 @@ void xt_bf16_round_array(float *out, const float *in, long n)
         out[i] = xt_bf16_round(in[i]);
 }
 
+float xt_max_abs_diff(const float *a, const float *b, long n)
+{
+    float m = 0.0f;
+    for (long i = 0; i < n; i++) {
+        float d = fabsf(a[i] - b[i]);
+        if (!(d <= m))
+            m = d; /* a NaN sticks */
+    }
+    return m;
+}
+
 int xt_all_finite(const float *x, long n)
 {
     for (long i = 0; i < n; i++)

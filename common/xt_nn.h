@@ -234,6 +234,8 @@ void xt_adam_update(float *params, const float *grads, float *m, float *v, long 
 float xt_bf16_round(float x);
 void xt_bf16_round_array(float *out, const float *in, long n); /* out may be in */
 int xt_all_finite(const float *x, long n);                     /* no inf, no NaN */
+/* max |a[i] - b[i]| over n elements (a demo's check against one process); NaN if any is */
+float xt_max_abs_diff(const float *a, const float *b, long n);
 
 /* ---------------------------------------------------- training harnesses */
 

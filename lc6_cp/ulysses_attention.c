@@ -171,14 +171,6 @@ static void print_layout(MPI_Comm comm, const char *what, const float *x, int ro
     xt_printf_ordered(comm, "%s %s\n", what, line);
 }
 
-static float max_diff(const float *a, const float *b, long n)
-{
-    float m = 0.0f;
-    for (long i = 0; i < n; i++)
-        m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
-}
-
 /*
  * Part 1, the layouts: T = 8 positions of H = 4 heads of one column, each element holding
  * its position and head (10 t + h), through ulysses_seq_to_heads and back. Part 2,
@@ -277,11 +269,11 @@ static void demo(MPI_Comm comm)
     xt_attn_block_forward(o1, lse1, q, k, v, T, T, HQ, HKV, HD, XT_MASK_CAUSAL);
     xt_attn_block_backward(dq1, dk1, dv1, dout, q, k, v, o1, lse1, T, T, HQ, HKV, HD,
                            XT_MASK_CAUSAL);
-    float err = max_diff(o, o1 + c * rank * QW, (long)c * QW);
-    err = fmaxf(err, max_diff(lse, lse1 + c * rank * HQ, (long)c * HQ));
-    err = fmaxf(err, max_diff(dq, dq1 + c * rank * QW, (long)c * QW));
-    err = fmaxf(err, max_diff(dk, dk1 + c * rank * KW, (long)c * KW));
-    err = fmaxf(err, max_diff(dv, dv1 + c * rank * KW, (long)c * KW));
+    float err = xt_max_abs_diff(o, o1 + c * rank * QW, (long)c * QW);
+    err = fmaxf(err, xt_max_abs_diff(lse, lse1 + c * rank * HQ, (long)c * HQ));
+    err = fmaxf(err, xt_max_abs_diff(dq, dq1 + c * rank * QW, (long)c * QW));
+    err = fmaxf(err, xt_max_abs_diff(dk, dk1 + c * rank * KW, (long)c * KW));
+    err = fmaxf(err, xt_max_abs_diff(dv, dv1 + c * rank * KW, (long)c * KW));
     float worst;
     MPI_Allreduce(&err, &worst, 1, MPI_FLOAT, MPI_MAX, comm);
     xt_printf_root(comm, "max |difference| from one process %.1e\n", worst);

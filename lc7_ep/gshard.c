@@ -162,14 +162,6 @@ static void token_name(char *out, int src, int t)
 }
 
 /* The largest |a - b| over n floats. */
-static float max_diff(const float *a, const float *b, long n)
-{
-    float m = 0.0f;
-    for (long i = 0; i < n; i++)
-        m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
-}
-
 /*
  * Every rank draws the whole layer from one seed: np T = 4 np tokens (rank r keeps rows
  * r T ..), a router skewed so that expert 0 is most tokens' first choice and experts 6
@@ -325,10 +317,10 @@ static void demo(MPI_Comm comm)
         }
     }
     xt_trace_end();
-    float err = max_diff(y, y1, DT * DD);
-    err = fmaxf(err, max_diff(dx, dx1, DT * DD));
-    err = fmaxf(err, max_diff(dwr, dwr1, DD * DE));
-    err = fmaxf(err, max_diff(dex, dex1 + rank * nl * per, nl * per));
+    float err = xt_max_abs_diff(y, y1, DT * DD);
+    err = fmaxf(err, xt_max_abs_diff(dx, dx1, DT * DD));
+    err = fmaxf(err, xt_max_abs_diff(dwr, dwr1, DD * DE));
+    err = fmaxf(err, xt_max_abs_diff(dex, dex1 + rank * nl * per, nl * per));
     float worst;
     MPI_Allreduce(&err, &worst, 1, MPI_FLOAT, MPI_MAX, comm);
     xt_printf_root(comm, "max |difference| from one process %.1e\n", worst);

@@ -230,12 +230,12 @@ def layer_reference(case, inputs, backward=True):
 
 # ------------------------------------------------------------------- rules
 
-def expert_tokens(op, why):
-    """Rule: each rank's expert calls with op ("F" or "B") computed each of its local
-    experts on exactly the tokens the routing sends it (the histogram's column, summed
-    over the sending ranks, after the capacity), and no other expert."""
+def _experts_computed(histogram_of, op, why, unit, wanted):
+    """The rule of expert_tokens and expert_tokens_from: counts from histogram_of(case,
+    inputs) (counts[s][e]), each rank's X lines with op summed per expert, the report
+    saying `unit` and wanted(case, n) for what the expert should have had."""
     def rule(case, inputs, records):
-        want = histogram(case, inputs).sum(axis=0)
+        want = np.asarray(histogram_of(case, inputs)).sum(axis=0)
         what = {"F": "forward", "B": "backward"}[op]
         out = []
         for r, rec in enumerate(records):
@@ -250,14 +250,23 @@ def expert_tokens(op, why):
                 continue
             for e in local_experts(case, r):
                 if got.get(e, 0) != want[e]:
-                    C = capacity(case)
-                    cap = f" (capacity {C} per expert from each rank)" if C else ""
-                    out.append((r, f"rank {r}'s expert {e} computed {got.get(e, 0)} tokens "
-                                   f"{what}; the routing sends it {want[e]}{cap}: {why}"))
+                    out.append((r, f"rank {r}'s expert {e} computed {got.get(e, 0)} {unit} "
+                                   f"{what}; {wanted(case, want[e])}: {why}"))
                     break
         return out
-    rule.__doc__ = f"expert tokens ({op})"
+    rule.__doc__ = f"expert {unit} ({op})"
     return rule
+
+
+def expert_tokens(op, why):
+    """Rule: each rank's expert calls with op ("F" or "B") computed each of its local
+    experts on exactly the tokens the routing sends it (the histogram's column, summed
+    over the sending ranks, after the capacity), and no other expert."""
+    def wanted(case, n):
+        C = capacity(case)
+        return f"the routing sends it {n}" + (f" (capacity {C} per expert from each rank)"
+                                              if C else "")
+    return _experts_computed(histogram, op, why, "tokens", wanted)
 
 
 # ------------------------------------------------------- expert parallelism
@@ -355,25 +364,5 @@ def expert_tokens_from(histogram_of, op, why):
     routing: histogram_of(case, inputs) -> counts[s][e], the rows rank s sends expert e.
     Each rank's expert calls with op computed each of its local experts on exactly the
     rows every rank sends it, and no other expert."""
-    def rule(case, inputs, records):
-        want = np.asarray(histogram_of(case, inputs)).sum(axis=0)
-        what = {"F": "forward", "B": "backward"}[op]
-        out = []
-        for r, rec in enumerate(records):
-            got = {}
-            for call in rec.experts:
-                if call.op == op:
-                    got[call.expert] = got.get(call.expert, 0) + call.tokens
-            stray = [e for e in sorted(got) if e not in local_experts(case, r)]
-            if stray:
-                out.append((r, f"rank {r} computed expert {stray[0]} ({what}), which lives on "
-                               f"rank {owner(case, stray[0])}: {why}"))
-                continue
-            for e in local_experts(case, r):
-                if got.get(e, 0) != want[e]:
-                    out.append((r, f"rank {r}'s expert {e} computed {got.get(e, 0)} rows "
-                                   f"{what}; the ranks send it {want[e]}: {why}"))
-                    break
-        return out
-    rule.__doc__ = f"expert rows ({op})"
-    return rule
+    return _experts_computed(histogram_of, op, why, "rows",
+                             lambda case, n: f"the ranks send it {n}")
