@@ -68,6 +68,52 @@ def build_program(tree, name):
     return binary, None
 
 
+def patched_solution(lecture, patches):
+    """(its file name, text): a solution file with the mutants `patches` applied in order
+    (all of them to that one file)."""
+    import mutants
+    target = text = None
+    for name in patches:
+        m = mutants.parse(os.path.join("grader", "mutants", lecture, name + ".patch"))
+        if text is None:
+            target = m.target
+            with open(target) as f:
+                text = f.read()
+        text = mutants.apply(text, m.hunks)
+    return os.path.basename(target), text
+
+
+def patched_tree(tree, lecture, patches):
+    """tree/<file>: the solution file with the mutants applied (patched_solution), written
+    only when its text changes, so that make keeps its build. Returns tree."""
+    name, text = patched_solution(lecture, patches)
+    os.makedirs(tree, exist_ok=True)
+    path = os.path.join(tree, name)
+    old = open(path).read() if os.path.exists(path) else None
+    if old != text:
+        with open(path, "w") as f:
+            f.write(text)
+    return tree
+
+
+def solutions_with_mutants(tree, lecture, patches):
+    """tree/<lecture>/: a copy of solutions/<lecture>/ with each mutant applied to its own
+    file (a bench's selftest grades it and must see the mutant rejected). Returns tree."""
+    import shutil
+    lec = os.path.join(tree, lecture)
+    shutil.copytree(os.path.join("solutions", lecture), lec)
+    for patch in patches:
+        name, text = patched_solution(lecture, [patch])
+        with open(os.path.join(lec, name), "w") as f:
+            f.write(text)
+    return tree
+
+
+def slashed(values, fmt="{}"):
+    """Per-rank values in one column: 1/2/3."""
+    return "/".join(fmt.format(v) for v in values)
+
+
 def ms(seconds):
     return f"{seconds * 1e3:.1f}"
 

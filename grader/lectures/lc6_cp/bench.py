@@ -44,9 +44,9 @@ import numpy as np
 
 import harness
 import launch
-import mutants
 import nn
-from benchlib import TrainingRun, build_program, ms, tree_of
+from benchlib import (TrainingRun, build_program, ms, patched_tree, slashed,
+                      solutions_with_mutants, tree_of)
 from testkit import bench_results, fresh, run_bench, tail
 from lectures.lc6_cp import cp
 
@@ -221,24 +221,6 @@ def check_values(ref, op, layout, n, cdir):
 
 # -------------------------------------------------------------------- launch
 
-def blocking_tree(out):
-    """solutions/lc6_cp/ring_attention.c with the blocking exchange, under out: the tree
-    (rewritten only when its text changes, so that make keeps its build)."""
-    tree = os.path.relpath(os.path.join(out, "lc6_blocking", "lc6_cp"))
-    text = None
-    for name in BLOCKING_PATCHES:
-        m = mutants.parse(os.path.join("grader", "mutants", "lc6_cp", name + ".patch"))
-        if text is None:
-            with open(m.target) as f:
-                text = f.read()
-        text = mutants.apply(text, m.hunks)
-    os.makedirs(tree, exist_ok=True)
-    path = os.path.join(tree, "ring_attention.c")
-    old = open(path).read() if os.path.exists(path) else None
-    if old != text:
-        with open(path, "w") as f:
-            f.write(text)
-    return tree
 
 
 def write_plan(work, ref, program, layout, n, shape, rounds, args):
@@ -352,8 +334,6 @@ def ratio(values):
     return f"{max(values) / lo:.2f}" if lo > 0 else "-"
 
 
-def slashed(values, fmt="{}"):
-    return "/".join(fmt.format(v) for v in values)
 
 
 def print_tables(rows, cores):
@@ -528,7 +508,7 @@ def selftest(s):
              "blocking exchange has no receive under compute, the ring all but one (rank 0's last "
              "dK/dV, at the step where it computes nothing)",
              not problems, problems, f"({took:.1f} s)")
-    tree = mutant_trees("bench6_mutant", MUTANTS)
+    tree = solutions_with_mutants(fresh("bench6_mutant"), "lc6_cp", MUTANTS)
     rc, text, took = run_bench(SMALL + ["--programs", "ring,zigzag"], os.path.join(tree, "out"),
                                tree)
     s.record("bench LC=6: a ring that computes every block (pairs above the formula) and a "
@@ -540,16 +520,7 @@ def selftest(s):
              and "ERROR: ring np 2 backward" not in text, tail(text), f"({took:.1f} s)")
 
 
-def mutant_trees(name, patches):
-    """A copy of solutions/lc6_cp/*.c under build/selftest/<name>/lc6_cp/ with each of the
-    mutants applied to its file (each to a different file)."""
-    tree = fresh(name)
-    lec = os.path.join(tree, "lc6_cp")
-    shutil.copytree(os.path.join("solutions", "lc6_cp"), lec)
-    for patch in patches:
-        m = mutants.parse(os.path.join("grader", "mutants", "lc6_cp", patch + ".patch"))
-        with open(m.target) as f:
-            text = mutants.apply(f.read(), m.hunks)
-        with open(os.path.join(lec, os.path.basename(m.target)), "w") as f:
-            f.write(text)
-    return tree
+def blocking_tree(out):
+    """solutions/lc6_cp/ring_attention.c with the blocking exchange, under out."""
+    return patched_tree(os.path.relpath(os.path.join(out, "lc6_blocking", "lc6_cp")), "lc6_cp",
+                        BLOCKING_PATCHES)

@@ -44,9 +44,9 @@ import numpy as np
 
 import harness
 import launch
-import mutants
 import spec
-from benchlib import TrainingRun, build_program, ms, tree_of
+from benchlib import (TrainingRun, build_program, ms, patched_tree, slashed,
+                      solutions_with_mutants, tree_of)
 from testkit import bench_results, fresh, run_bench, tail
 from lectures.lc7_ep import ep, overlap
 
@@ -130,20 +130,6 @@ def check_values(want, n, cdir):
 
 # -------------------------------------------------------------------- launch
 
-def serial_tree(out):
-    """solutions/lc7_ep/moe_overlap.c with the serial schedule (the mutant ovl_serial), under
-    out: the tree (rewritten only when its text changes, so that make keeps its build)."""
-    tree = os.path.relpath(os.path.join(out, "lc7_serial", "lc7_ep"))
-    m = mutants.parse(os.path.join("grader", "mutants", "lc7_ep", SERIAL_PATCH + ".patch"))
-    with open(m.target) as f:
-        text = mutants.apply(f.read(), m.hunks)
-    os.makedirs(tree, exist_ok=True)
-    path = os.path.join(tree, "moe_overlap.c")
-    old = open(path).read() if os.path.exists(path) else None
-    if old != text:
-        with open(path, "w") as f:
-            f.write(text)
-    return tree
 
 
 def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
@@ -219,8 +205,6 @@ def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
 
 # --------------------------------------------------------------------- tables
 
-def slashed(values, fmt="{}"):
-    return "/".join(fmt.format(v) for v in values)
 
 
 def print_tables(rows, cores):
@@ -368,22 +352,15 @@ def selftest(s):
     for patch, want in zip(MUTANTS, (r"ERROR: overlap np 2 uniform: rank \d+ 'y'",
                                      r"ERROR: overlap np 2 uniform: rank \d+ sent \d+ bytes "
                                      r"to itself")):
-        tree = mutant_tree(f"bench7_{patch}", patch)
+        tree = solutions_with_mutants(fresh(f"bench7_{patch}"), "lc7_ep", [patch])
         rc, text, took = run_bench(SMALL + ["--moe-programs", "overlap"],
                                    os.path.join(tree, "out"), tree)
         s.record(f"bench LC=7: the mutant {patch} is reported and fails the run",
                  rc == 1 and re.search(want, text), tail(text), f"({took:.1f} s)")
 
 
-def mutant_tree(name, patch):
-    """A copy of solutions/lc7_ep/*.c under build/selftest/<name>/lc7_ep/ with the mutant
-    applied to its file."""
-    tree = fresh(name)
-    lec = os.path.join(tree, "lc7_ep")
-    shutil.copytree(os.path.join("solutions", "lc7_ep"), lec)
-    m = mutants.parse(os.path.join("grader", "mutants", "lc7_ep", patch + ".patch"))
-    with open(m.target) as f:
-        text = mutants.apply(f.read(), m.hunks)
-    with open(os.path.join(lec, os.path.basename(m.target)), "w") as f:
-        f.write(text)
-    return tree
+def serial_tree(out):
+    """solutions/lc7_ep/moe_overlap.c with the serial schedule (the mutant ovl_serial),
+    under out."""
+    return patched_tree(os.path.relpath(os.path.join(out, "lc7_serial", "lc7_ep")), "lc7_ep",
+                        [SERIAL_PATCH])
