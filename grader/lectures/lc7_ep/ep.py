@@ -291,35 +291,29 @@ def nth(n):
 COMMUNICATING_KINDS = ("p2p", "coll", "comm", "rma")
 
 
-def collectives_in_order(expected, why, own_comms=False):
+def collectives_in_order(expected, why):
     """Rule: each rank's communication is exactly the collectives expected(case, inputs)[r]
     lists, [(fn, bytes, what)], in that order (nonblocking ones, MPI_Ialltoallv, by their
     start), all on comm: no other collective, no point-to-point message, nothing on another
     communicator. bytes: what the call sends, as PMPI counts it (its send counts summed
     over every peer, this rank's own included). A rank takes part in every call even when
-    it sends or receives nothing. own_comms: communicators the function makes from comm
-    (MPI_Comm_dup, one per micro-batch) are accepted too, and their constructors; never
-    MPI_COMM_WORLD or MPI_COMM_SELF."""
+    it sends or receives nothing."""
     def rule(case, inputs, records):
         want = expected(case, inputs)
-        mine_ok = ("case", "other") if own_comms else ("case",)
         for r, rec in enumerate(records):
             mine = want[r]
             fns = {fn for fn, _, _ in mine}
             listing = ", ".join(f"{fn} {b} B ({what})" for fn, b, what in mine)
             budget = f"exactly, in this order, on comm: {listing}"
-            made = {fn for fn, st in rec.calls.items() if st.calls and st.kind == "comm"}
-            calls = [e for e in rec.events if e.dir == "C" and
-                     not (own_comms and e.fn in made)]
-            away = next((e for e in calls if e.comm not in mine_ok), None)
+            calls = [e for e in rec.events if e.dir == "C"]
+            away = next((e for e in calls if e.comm != "case"), None)
             if away:
                 where = {"world": "MPI_COMM_WORLD", "self": "MPI_COMM_SELF"}.get(
                     away.comm, "a communicator of its own")
                 return [(r, f"rank {r} called {away.fn} on {where}: use the comm argument "
                             f"(the grader runs each case on a sub-communicator)")]
             other = sorted(fn for fn, st in rec.calls.items()
-                           if st.calls and st.kind in COMMUNICATING_KINDS and fn not in fns
-                           and not (own_comms and st.kind == "comm"))
+                           if st.calls and st.kind in COMMUNICATING_KINDS and fn not in fns)
             if other:
                 return [(r, f"rank {r} called {', '.join(other)}; the only communication "
                             f"allowed is {budget} ({why})")]
