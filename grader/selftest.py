@@ -1131,10 +1131,16 @@ def test_lectures(s):
     import grade
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read()
-    table = readme.split(grade.README_BEGIN, 1)[-1].split(grade.README_END, 1)[0].strip()
+
+    def in_sync(text):
+        table = text.split(grade.README_BEGIN, 1)[-1].split(grade.README_END, 1)[0]
+        return table.strip() == grade.lectures_markdown().strip()
     s.record("the README's table of lectures is the manifests' (make readme writes it)",
-             table == grade.lectures_markdown().strip(),
+             in_sync(readme),
              ["the README's table differs from what the manifests give: run make readme"])
+    stale = re.sub(r"(?m)^\| 1 \|.*\n", "", readme, count=1)
+    s.record("a README whose table lacks a lecture's row is reported (negative control)",
+             stale != readme and not in_sync(stale), [])
     stray = os.path.join(fresh("names"), "x.py")
     with open(stray, "w") as f:
         f.write("# harmless\nfrom lectures." + "lc2" + "_dp import ddp\n")
