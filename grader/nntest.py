@@ -1146,6 +1146,8 @@ TRANSFORMER_SLIPS = [
     ("lse_merge", merge_without_max, "the log-sum-exp merge without the max taken out",
      ("lse_merge",), ("c",)),
     ("topk_route", topk_ties_higher, "top-k ties to the higher expert", ("topk_route",), ("c",)),
+    ("silu_backward", silu_prime_as_sigmoid, "SiLU' as sigmoid only, in the bank of experts",
+     ("experts",), ("c",)),
     ("topk_selected_grad", topk_renorm_grad_as_plain, "top-k's renormalisation skipped in backward",
      ("topk_route",), ("fd", "c")),
 ]
@@ -1220,7 +1222,7 @@ def run(build_dir="build", seed=SEED, work=None):
              f"{len(TRANSFORMER_SLIPS)} slips in the transformer pieces (attention's scale, "
              f"mask, KV head and dQ = dS^T K, RMSNorm's dgamma, SiLU', the embedding's repeats, "
              f"an attention block's shifted mask, the log-sum-exp merge without its max, "
-             f"top-k's tie order and its renormalised gradient)"]
+             f"top-k's tie order and its renormalised gradient, the bank of experts' SiLU')"]
     lines += ["      " + ln for ln in bad1 + bad2 + bad3]
     return ok1 and ok2 and ok3, lines
 
