@@ -232,6 +232,15 @@ readme:
 hint:
 	@py=$$(grader/setup.sh) && "$$py" grader/hints.py $(EX) $(if $(N),--level $(N))
 
+# make drill EX=name: that exercise against the clock (grader/drill.py); the
+# history lives in .drills/, which make clean keeps.
+drill:
+	@py=$$(grader/setup.sh) && "$$py" grader/drill.py $(if $(EX),--ex $(EX)) $(if $(FN),--fn $(FN)) \
+		$(if $(LC),--lc $(LC)) $(if $(filter 1,$(STOP)),--stop)
+
+drills:
+	@py=$$(grader/setup.sh) && "$$py" grader/drill.py --history
+
 stubs:
 	@py=$$(grader/setup.sh) && "$$py" grader/stubgen.py --write
 
@@ -261,9 +270,15 @@ help:
 	@echo "make lectures            every lecture found, its exercises, points and page"
 	@echo "make readme              rewrite the README's table of lectures from the manifests"
 	@echo "make hint EX=name        the next hint for that exercise (N=2: hint 2)"
+	@echo "make drill EX=name       interview practice: a fresh stub of that exercise (yours"
+	@echo "                         kept aside) and a clock, until make grade gives full marks"
+	@echo "                         (FN=fn: one function of its file; LC=N: an exercise of"
+	@echo "                         lecture N not yet drilled; STOP=1: give up, yours back)"
+	@echo "make drills              the drills' history: best and latest time per exercise"
 	@echo "make deps                install what is missing (Open MPI, NumPy, a compiler)"
 	@echo "make stubs               regenerate the student tree from solutions/"
 	@echo "make format              clang-format every C file"
 	@echo "make clean               remove build/"
 
-.PHONY: compdb-missing all cuda grade test debug deps demo bench lectures readme hint stubs format clean help
+.PHONY: compdb-missing all cuda grade test debug deps demo bench lectures readme hint drill drills stubs \
+        format clean help

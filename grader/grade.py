@@ -26,6 +26,7 @@ import needs  # noqa: E402
 
 needs.numpy()
 
+import drill  # noqa: E402
 import harness  # noqa: E402
 import launch  # noqa: E402
 import lectures  # noqa: E402
@@ -303,6 +304,7 @@ def main():
     out_json = {"seed": seed, "tree": tree, "mpi": version, "lectures": []}
     matched = 0
     case_results = []  # with CASE=: the one case's verdict
+    drill_lines = []  # what make drill's clock said
     for lec in chosen:
         mod = lectures.load(lec)
         tests = [t for t in mod.TESTS if getattr(t, "device", "cpu") == args.device]
@@ -390,6 +392,13 @@ def main():
                     lec_results.append((ex, r))
                     report.result(ex, r, rerun, show_dir=r.verdict not in ("TODO", "BUILD"),
                                   debug=debug, scored=args.case is None)
+                if not args.sol and not args.tree:
+                    # make drill: this exercise's drill, if one is under way, is timed
+                    # (and ended by its full marks).
+                    said = drill.graded(lec, ex, results, counted=args.case is None)
+                    drill_lines += said
+                    for ln in said:
+                        report.line("  " + ln)
 
         counted = [(ex, r) for ex, r in lec_results if r.verdict != "SKIPPED"]
         got = sum(r.points for _, r in counted)
@@ -417,6 +426,10 @@ def main():
     if note:
         for ln in wrap(note, ""):
             report.line(ln)
+    if not drill_lines and not args.sol and not args.tree:
+        other = drill.under_way()
+        if other:
+            report.line(other)
     if args.case is not None:
         # One case is no grade: its verdict, not points.
         verdict = next((r.verdict for r in case_results if r.verdict != "OK"), "OK")
@@ -428,7 +441,7 @@ def main():
             report.line(f"margin  {name:24} {ratio:9.2e} of the tolerance   ({label}: "
                         f"'{output}')")
     out_json.update({"score": total, "max": possible, "seconds": round(elapsed, 2),
-                     "case": args.case, "margins": {k: v[0] for k, v in margins.items()}})
+                     "case": args.case, "drill": drill_lines, "margins": {k: v[0] for k, v in margins.items()}})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out_json, f, indent=1)

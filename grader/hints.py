@@ -42,6 +42,7 @@ import needs  # noqa: E402
 
 needs.numpy()  # the lectures' tables, which list the exercises, use NumPy
 
+import drill  # noqa: E402
 import lectures  # noqa: E402
 
 LEVELS = ("the idea", "the structure", "near-code")
@@ -174,6 +175,9 @@ def show(name, level=None):
     lec, ex = find(name)
     found = hints(lec, ex)
     last = seen(ex)
+    drilled = drill.drill_hints(ex)
+    if drilled is not None:
+        last = max(drilled, default=0)  # a drill starts again at hint 1
     if level is None:
         level = min(last + 1, len(found))
     if not 1 <= level <= len(found):
@@ -182,11 +186,15 @@ def show(name, level=None):
     # Remembered before printing: a reader who pipes it into head still moves on.
     os.makedirs(STATE, exist_ok=True)
     with open(state_path(ex), "w") as f:
-        f.write(str(max(last, n)))
+        f.write(str(max(seen(ex), n)))
+    if drilled is not None:
+        drill.record_hint(ex, n)
     print(f"{ex}, hint {n} of {len(found)}: {title}   (docs/{lec}.md#{ex}, Hints)\n")
     text = re.sub(r"^```\w*\n|^```\n?", "", text, flags=re.M)  # a terminal shows code as is
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # links: their text
     print(text.rstrip() + "\n")
+    if drilled is not None:
+        print(f"(hint {n} counts in the drill's record)")
     if n < len(found):
         print(f"(make hint EX={ex} again for hint {n + 1})")
     elif last >= len(found):

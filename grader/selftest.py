@@ -1011,6 +1011,112 @@ def test_grades(s):
                      f"({took:.1f} s)")
 
 
+# ------------------------------------------------------------ make drill
+
+def test_drill(s):
+    """make drill end to end in a copy of the tree, whose student file is one a student
+    has worked on: started, graded, solved with the solution's code, recorded, its file
+    back byte for byte; one function alone; a STOP=1 round trip; make drills."""
+    import drill
+    import throwaway
+    s.section("drill (make drill, make drills)")
+    root = os.path.join(fresh("drill"), "tree")
+    throwaway.copy_tree(root)
+    lec, ex, path = "lc1_basic", "fun_broadcast", "lc1_basic/fun_broadcast.c"
+    here = os.path.join(root, path)
+    with open(os.path.join("solutions", path)) as f:
+        solution = f.read()
+    stub = stubgen.generate(solution)[0]
+    # A student's own file: notes in both functions, odd bytes, no newline at the end.
+    mine = stub
+    for fn in ("bcast_linear", "bcast_binomial"):
+        mine = re.sub(rf"(\n\w[^\n]*\b{fn}\([^\n]*\n{{\n)", rf"\1    // my {fn} notes\n", mine)
+    own = mine.encode() + b"// my own notes \xc3\xa9 \xff\r\n// no newline at the end"
+    with open(here, "wb") as f:
+        f.write(own)
+    other = os.path.join(root, "lc1_basic/fun_reduce.c")
+    with open(other, "rb") as f:
+        other_before = f.read()
+
+    def make(*args):
+        r = subprocess.run(["make", "--no-print-directory"] + list(args), cwd=root,
+                           capture_output=True, text=True, timeout=300)
+        return r.returncode, r.stdout + r.stderr
+
+    def content():
+        with open(here, "rb") as f:
+            return f.read()
+
+    def last_entry():
+        h = drill.history(root)
+        return h[-1] if h else {}
+
+    # One function of the file, then STOP=1.
+    rc, out = make("drill", f"EX={ex}", "FN=bcast_binomial")
+    text = content().decode(errors="replace")
+    ok = (rc == 0 and "// my bcast_linear notes" in text and "// my bcast_binomial notes" not in
+          text and 'XT_TODO("binomial-tree broadcast' in text and text.endswith("at the end"))
+    s.record("make drill FN=bcast_binomial: that function a fresh stub, the other function and "
+             "the rest of the file as the student had them", ok, tail(out, 8))
+    rc2, out2 = make("drill", "EX=fun_reduce")
+    with open(other, "rb") as f:
+        s.record("a second drill while one is under way is refused, its file untouched",
+                 rc2 != 0 and "one at a time" in out2 and f.read() == other_before, tail(out2, 4))
+    rc, out = make("drill", f"EX={ex}", "STOP=1")
+    s.record("make drill STOP=1 gives the student's file back byte for byte (odd bytes, CR, no "
+             "final newline) and records the stopped drill",
+             rc == 0 and content() == own and last_entry().get("outcome") == "stopped",
+             tail(out, 4) + [f"history: {last_entry()}"])
+
+    # The whole file, end to end.
+    rc, out = make("drill", f"EX={ex}")
+    kept = os.path.join(root, drill.STATE, "kept", path)
+    s.record("make drill: the exercise's file is its fresh stub, the student's kept aside",
+             rc == 0 and content() == stub.encode() and os.path.exists(kept) and
+             open(kept, "rb").read() == own, tail(out, 8))
+    rc, out = make("hint", f"EX={ex}")
+    s.record("make hint during the drill: hint 1 again, counted", rc == 0 and
+             "hint 1 of 3" in out and "counts in the drill" in out, tail(out, 3))
+    rc, out = make("grade", "LC=1", f"EX={ex}")
+    s.record("make grade of the stub: TODO, and the time since the drill began, grade 1",
+             rc != 0 and "TODO" in out and
+             re.search(rf"drill of {ex}: \d+:\d\d since it began, grade 1, hints 1", out),
+             tail(out, 6))
+    with open(here, "w") as f:
+        f.write(solution)
+    rc, out = make("grade", "LC=1", f"EX={ex}")
+    entry = last_entry()
+    done = (rc == 0 and re.search(rf"drill of {ex} DONE: full marks in \d+:\d\d, 2 grade", out)
+            and entry.get("outcome") == "done" and entry.get("grades") == 2 and
+            entry.get("hints") == [1] and entry.get("seconds", -1) >= 0)
+    s.record("solved with the solution's code: full marks end the drill and record it "
+             "(exercise, time to full marks, 2 grades, hint 1)", done,
+             tail(out, 6) + [f"history: {entry}"])
+    s.record("the drill's end gives the student's own file back byte for byte",
+             content() == own and not os.path.exists(os.path.join(root, drill.STATE,
+                                                                  "active.json")), [])
+    rc, out = make("grade", "LC=1", f"EX={ex}")
+    s.record("the next grade grades the student's own file again (rebuilt: TODO), with no drill",
+             rc != 0 and "TODO" in out and "drill" not in out, tail(out, 6))
+    rc, out = make("drills")
+    row = re.search(rf"^{ex} +1/1 +(\d+:\d\d) +\1 .* 2 +1$", out, re.M)
+    s.record("make drills lists it: 1 of 1 done, best and latest time, 2 grades, hint 1; the "
+             "stopped drill of one function apart",
+             rc == 0 and row is not None and
+             re.search(rf"^{ex} \(bcast_binomial\) +0/1 ", out, re.M) is not None,
+             tail(out, 8))
+    rc, out = make("drill", "LC=1")
+    m = re.search(r"^Lecture 1: (\w+) \((\d+) of (\d+) not yet drilled\)", out, re.M)
+    s.record("make drill LC=1 picks an exercise of lecture 1 not yet drilled",
+             rc == 0 and m is not None and m.group(1) != ex and
+             m.group(1) in lectures.exercises(lec), tail(out, 4))
+    make("drill", "STOP=1")
+    make("clean")
+    s.record("make clean keeps the history (.drills/ is outside build/)",
+             len(drill.history(root)) == 3 and not os.path.exists(os.path.join(root, "build")),
+             [f"{len(drill.history(root))} entries"])
+
+
 def test_bench(s):
     """Each lecture's bench checks itself (grader/lectures/<lecture>/bench.py: selftest)."""
     import bench
@@ -1305,7 +1411,7 @@ def main():
                 ("editor", lambda: test_editor(s)),
                 ("libxt", lambda: libxt(s)), ("grader", lambda: test_grader_units(s)),
                 ("stubs", lambda: test_stubs(s)), ("lectures", lambda: test_lectures(s)),
-                ("grades", lambda: test_grades(s)),
+                ("grades", lambda: test_grades(s)), ("drill", lambda: test_drill(s)),
                 ("bench", lambda: test_bench(s)), ("mutants", lambda: test_mutants(s))]
     for name, run in sections:
         if args.only and args.only not in name:
