@@ -13,7 +13,7 @@
   6. lectures: each one unit (a throwaway lecture graded in a copy of the tree, no
      lecture named outside its places, docs' points tables, hints and TODO bounds),
      pyflakes over grader/, libxt's layers
-  7. solutions: full marks, and every demo
+  7. solutions: full marks, and every demo; make drill end to end in a copy of the tree
   8. student tree: every test TODO, none hanging or crashing
   9. benches: each lecture's, small, and a mutant each must reject
  10. mutants: each caught with its expected verdict and report
@@ -1020,21 +1020,32 @@ def test_drill(s):
     import drill
     import throwaway
     s.section("drill (make drill, make drills)")
+    # The first exercise whose file has two functions a drill can take alone, found by
+    # looking; another exercise of its lecture for the refused second drill.
+    lec, ex, fns = next((lec, ex, fns) for lec in lectures.names()
+                        for ex in lectures.exercises(lec)
+                        for fns in [drill.drillable_functions(lec, ex)] if len(fns) >= 2)
+    first, second = fns[0], fns[1]
+    num = lectures.number(lec)
+    path = drill.source_of(lec, ex)
     root = os.path.join(fresh("drill"), "tree")
     throwaway.copy_tree(root)
-    lec, ex, path = "lc1_basic", "fun_broadcast", "lc1_basic/fun_broadcast.c"
     here = os.path.join(root, path)
     with open(os.path.join("solutions", path)) as f:
         solution = f.read()
     stub = stubgen.generate(solution)[0]
+    a, b = drill.function_lines(stub, second)
+    second_stub = "\n".join(stub.split("\n")[a:b + 1])
     # A student's own file: notes in both functions, odd bytes, no newline at the end.
     mine = stub
-    for fn in ("bcast_linear", "bcast_binomial"):
-        mine = re.sub(rf"(\n\w[^\n]*\b{fn}\([^\n]*\n{{\n)", rf"\1    // my {fn} notes\n", mine)
+    for fn in (first, second):
+        mine = re.sub(rf"(\n\w[^\n]*\b{fn}\([^\n;]*\n(?:[ \t][^\n]*\n)*{{\n)",
+                      rf"\1    // my {fn} notes\n", mine, count=1)
     own = mine.encode() + b"// my own notes \xc3\xa9 \xff\r\n// no newline at the end"
     with open(here, "wb") as f:
         f.write(own)
-    other = os.path.join(root, "lc1_basic/fun_reduce.c")
+    neighbour = next(e for e in lectures.exercises(lec) if e != ex)
+    other = os.path.join(root, drill.source_of(lec, neighbour))
     with open(other, "rb") as f:
         other_before = f.read()
 
@@ -1052,13 +1063,13 @@ def test_drill(s):
         return h[-1] if h else {}
 
     # One function of the file, then STOP=1.
-    rc, out = make("drill", f"EX={ex}", "FN=bcast_binomial")
+    rc, out = make("drill", f"EX={ex}", f"FN={second}")
     text = content().decode(errors="replace")
-    ok = (rc == 0 and "// my bcast_linear notes" in text and "// my bcast_binomial notes" not in
-          text and 'XT_TODO("binomial-tree broadcast' in text and text.endswith("at the end"))
-    s.record("make drill FN=bcast_binomial: that function a fresh stub, the other function and "
-             "the rest of the file as the student had them", ok, tail(out, 8))
-    rc2, out2 = make("drill", "EX=fun_reduce")
+    ok = (rc == 0 and f"// my {first} notes" in text and f"// my {second} notes" not in text
+          and second_stub in text and text.endswith("at the end") and mine != stub)
+    s.record(f"make drill EX={ex} FN={second}: that function a fresh stub, {first} and the "
+             f"rest of the file as the student had them", ok, tail(out, 8))
+    rc2, out2 = make("drill", f"EX={neighbour}")
     with open(other, "rb") as f:
         s.record("a second drill while one is under way is refused, its file untouched",
                  rc2 != 0 and "one at a time" in out2 and f.read() == other_before, tail(out2, 4))
@@ -1077,14 +1088,14 @@ def test_drill(s):
     rc, out = make("hint", f"EX={ex}")
     s.record("make hint during the drill: hint 1 again, counted", rc == 0 and
              "hint 1 of 3" in out and "counts in the drill" in out, tail(out, 3))
-    rc, out = make("grade", "LC=1", f"EX={ex}")
+    rc, out = make("grade", f"LC={num}", f"EX={ex}")
     s.record("make grade of the stub: TODO, and the time since the drill began, grade 1",
              rc != 0 and "TODO" in out and
              re.search(rf"drill of {ex}: \d+:\d\d since it began, grade 1, hints 1", out),
              tail(out, 6))
     with open(here, "w") as f:
         f.write(solution)
-    rc, out = make("grade", "LC=1", f"EX={ex}")
+    rc, out = make("grade", f"LC={num}", f"EX={ex}")
     entry = last_entry()
     done = (rc == 0 and re.search(rf"drill of {ex} DONE: full marks in \d+:\d\d, 2 grade", out)
             and entry.get("outcome") == "done" and entry.get("grades") == 2 and
@@ -1095,7 +1106,7 @@ def test_drill(s):
     s.record("the drill's end gives the student's own file back byte for byte",
              content() == own and not os.path.exists(os.path.join(root, drill.STATE,
                                                                   "active.json")), [])
-    rc, out = make("grade", "LC=1", f"EX={ex}")
+    rc, out = make("grade", f"LC={num}", f"EX={ex}")
     s.record("the next grade grades the student's own file again (rebuilt: TODO), with no drill",
              rc != 0 and "TODO" in out and "drill" not in out, tail(out, 6))
     rc, out = make("drills")
@@ -1103,11 +1114,11 @@ def test_drill(s):
     s.record("make drills lists it: 1 of 1 done, best and latest time, 2 grades, hint 1; the "
              "stopped drill of one function apart",
              rc == 0 and row is not None and
-             re.search(rf"^{ex} \(bcast_binomial\) +0/1 ", out, re.M) is not None,
+             re.search(rf"^{ex} \({second}\) +0/1 ", out, re.M) is not None,
              tail(out, 8))
-    rc, out = make("drill", "LC=1")
-    m = re.search(r"^Lecture 1: (\w+) \((\d+) of (\d+) not yet drilled\)", out, re.M)
-    s.record("make drill LC=1 picks an exercise of lecture 1 not yet drilled",
+    rc, out = make("drill", f"LC={num}")
+    m = re.search(rf"^Lecture {num}: (\w+) \((\d+) of (\d+) not yet drilled\)", out, re.M)
+    s.record(f"make drill LC={num} picks an exercise of lecture {num} not yet drilled",
              rc == 0 and m is not None and m.group(1) != ex and
              m.group(1) in lectures.exercises(lec), tail(out, 4))
     make("drill", "STOP=1")
