@@ -1220,6 +1220,92 @@ def docs_problems(lec, text=None):
     return out
 
 
+def anchors(path):
+    """The anchors of a markdown page's headings, as GitHub makes them: lower case,
+    punctuation dropped, spaces as hyphens, -1, -2 ... for repeats."""
+    out, seen, fence = set(), {}, False
+    with open(path) as f:
+        for line in f:
+            if line.startswith("```"):
+                fence = not fence
+            m = None if fence else re.match(r"^#{1,6}\s+(.*?)\s*$", line)
+            if m:
+                slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+                n = seen.get(slug, 0)
+                seen[slug] = n + 1
+                out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def link_problems(page, text=None):
+    """Each relative link of a markdown page whose file or heading does not exist."""
+    if text is None:
+        with open(page) as f:
+            text = f.read()
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    out = []
+    for target in re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        name, _, anchor = target.partition("#")
+        path = os.path.normpath(os.path.join(os.path.dirname(page), name)) if name else page
+        if not os.path.exists(path):
+            out.append(f"{page}: a link to {target}: no file {path}")
+        elif anchor and path.endswith(".md") and anchor not in anchors(path):
+            out.append(f"{page}: a link to {target}: {path} has no such heading")
+    return out
+
+
+# What a reader of torch.distributed code meets, each of which docs/from_torch.md must
+# give a row: start-up and launch, groups, point-to-point, collectives, CUDA, profiling,
+# autograd and the parallel wrappers.
+TORCH_APIS = """
+dist.init_process_group | init_method="env://" | init_method="tcp://" | init_method="file://"
+dist.destroy_process_group | dist.is_available | dist.is_initialized | dist.is_mpi_available
+dist.is_gloo_available | dist.is_nccl_available | dist.get_backend | dist.get_rank
+dist.get_world_size | torch.multiprocessing.spawn | torchrun | torchrun --nproc-per-node
+torchrun --nnodes | torchrun --node-rank | torchrun --master-addr | torchrun --standalone
+MASTER_ADDR | MASTER_PORT | RANK | WORLD_SIZE | LOCAL_RANK | --local-rank | dist.TCPStore
+store.set | store.get | store.multi_set | store.multi_get | store.add | store.compare_set
+store.append | store.wait | store.check | store.delete_key | store.num_keys | dist.FileStore
+dist.HashStore | dist.PrefixStore | dist.monitored_barrier | backend="gloo" | backend="nccl"
+backend="mpi" | dist.new_group | group= | dist.get_group_rank | dist.get_global_rank
+dist.distributed_c10d.get_global_rank | dist.get_process_group_ranks | dist.ProcessGroup
+group.rank() | group.size() | dist.distributed_c10d._get_default_group | dist.init_device_mesh
+dist.device_mesh.init_device_mesh | dist.device_mesh.DeviceMesh | dist.send | dist.recv
+dist.isend | dist.irecv | work.wait() | work.is_completed() | dist.P2POp
+dist.batch_isend_irecv | tag= | dist.send_object_list | dist.recv_object_list | dist.broadcast
+dist.broadcast_object_list | dist.reduce | dist.all_reduce | async_op=True | dist.ReduceOp
+dist.reduce_op | dist.ReduceOp.SUM | dist.ReduceOp.MAX | dist.ReduceOp.AVG
+dist.ReduceOp.PRODUCT | dist.ReduceOp.MIN | dist.gather | dist.all_gather
+dist.all_gather_into_tensor | dist.all_gather_object | dist.scatter | dist.scatter_object_list
+dist.reduce_scatter | dist.reduce_scatter_tensor | dist.all_to_all | dist.all_to_all_single
+dist.barrier | torch.cuda.Stream | torch.cuda.Event | torch.cuda.current_device
+torch.profiler.profile | torch.profiler.record_function | torch.autograd.Function
+tensor.backward(gradient=) | torch.autograd.backward | Variable._execution_engine.run_backward
+torch.utils.checkpoint.checkpoint
+torch.save | torch.load | DistributedDataParallel | DistributedSampler
+""".replace("\n", " | ").split(" | ")
+TORCH_APIS = [a.strip() for a in TORCH_APIS if a.strip()]
+
+
+def bridge_problems(text):
+    """docs/from_torch.md: a row for each of TORCH_APIS, each row naming an exercise (a
+    link to a lecture page) or saying why none."""
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith("| `"):
+            first = line.split(" | ")[0][2:]
+            for name in re.findall(r"`([^`]+)`", first):
+                rows[name] = line
+    out = [f"no row for `{a}`" for a in TORCH_APIS if a not in rows]
+    for name, line in rows.items():
+        last = line.rstrip(" |").rsplit(" | ", 1)[-1]
+        if not re.search(r"\]\(lc\d+_\w+\.md#[\w-]+\)", last) and "no exercise" not in last:
+            out.append(f"the row of `{name}` neither links an exercise nor says why none")
+    return out
+
+
 def names_outside(files, owned):
     """'file:line: text' for each line naming a lecture in a file outside `owned`."""
     bad = []
@@ -1277,6 +1363,27 @@ def test_lectures(s):
     found = docs_problems(lec, broken)
     s.record("docs: a points table off by one and a missing total are reported (negative "
              "control)", len(found) == 2, found)
+    pages = ["README.md"] + sorted(glob.glob("docs/*.md"))
+    bad = [p for page in pages for p in link_problems(page)]
+    s.record(f"docs: every relative link of the README and docs/ ({len(pages)} pages) leads to "
+             f"a file and heading that exist", not bad, bad)
+    with open("docs/from_torch.md") as f:
+        bridge = f.read()
+    bad = bridge_problems(bridge)
+    s.record(f"docs/from_torch.md: a row for each of {len(TORCH_APIS)} torch.distributed calls, "
+             f"each linking the exercise that teaches it or saying why none", not bad, bad)
+    row = next(ln for ln in bridge.splitlines() if ln.startswith("| `dist.all_reduce` |"))
+    link = re.search(r"\]\((\w+\.md)#[\w-]+\)", bridge)
+    broken = bridge.replace(row + "\n", "").replace(link.group(0),
+                                                      f"]({link.group(1)}#no_such_heading)")
+    found = bridge_problems(broken) + link_problems("docs/from_torch.md", broken)
+    s.record("docs: a bridge missing a call's row, and a link to a heading that does not "
+             "exist, are reported (negative control)",
+             any("dist.all_reduce" in p for p in found) and
+             any("no_such_heading" in p for p in found), found)
+    with open("README.md") as f:
+        s.record("the README points to docs/from_torch.md", "(docs/from_torch.md)" in f.read(),
+                 [])
     import hints
     bad = hints.check()
     s.record("hints: every exercise has its three (the idea, the structure, near-code); every "
