@@ -212,7 +212,7 @@ class Launch:
 
 # -------------------------------------------------------------------- plot
 
-COLORS = {"hand": "#1f5fbf", "lib": "#d9661f"}
+COLORS = {"hand": "#1f5fbf", "lib": "#d9661f", "ceiling": "#333333"}
 
 
 def nice_ticks(v):
@@ -225,8 +225,11 @@ def nice_ticks(v):
     return step * math.ceil(v / step - 1e-9), step
 
 
-def svg_plot(path, title, panels, lo, hi):
-    """busbw against log2(size): one panel per collective, hand-written and library."""
+def svg_plot(path, title, panels, lo, hi, ceilings=None):
+    """busbw against log2(size): one panel per collective (name, library, rows), hand-written
+    and library. ceilings: a busbw (GB/s) or None per panel, drawn as a labelled dashed line
+    (the y axis reaches it)."""
+    ceilings = list(ceilings or []) + [None] * (len(panels) - len(ceilings or []))
     cols = 3
     rows_n = max(1, math.ceil(len(panels) / cols))
     pw, ph, ml, mr, mt, mb = 360, 250, 52, 14, 30, 42
@@ -235,10 +238,14 @@ def svg_plot(path, title, panels, lo, hi):
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{width / 2}" y="20" text-anchor="middle" font-size="14">{esc(title)}</text>']
-    lx = width / 2 - 150
-    for i, (side, label) in enumerate((("hand", "hand-written"), ("lib", "MPI library"))):
+    legend = [("hand", "hand-written"), ("lib", "MPI library")]
+    if any(ceilings):
+        legend.append(("ceiling", "ceiling (this machine)"))
+    lx = width / 2 - 85 * len(legend) + 20
+    for i, (side, label) in enumerate(legend):
         x = lx + i * 170
-        dash = ' stroke-dasharray="6,3"' if side == "lib" else ""
+        dash = {"lib": ' stroke-dasharray="6,3"',
+                "ceiling": ' stroke-dasharray="2,3"'}.get(side, "")
         out.append(f'<line x1="{x}" y1="38" x2="{x + 28}" y2="38" stroke="{COLORS[side]}" '
                    f'stroke-width="2"{dash}/>')
         out.append(f'<text x="{x + 34}" y="42">{label}</text>')
@@ -246,8 +253,10 @@ def svg_plot(path, title, panels, lo, hi):
     for k, (name, library, rows) in enumerate(panels):
         ox, oy = (k % cols) * pw, 56 + (k // cols) * ph
         x0, x1, y0, y1 = ox + ml, ox + pw - mr, oy + mt, oy + ph - mb
+        ceiling = ceilings[k]
         top, step = nice_ticks(max([r[f"busbw_{s}"] for r in rows for s in ("hand", "lib")]
-                                   or [0]))
+                                   # room above the ceiling for its line and label
+                                   + ([ceiling * 1.08] if ceiling else []) or [0]))
 
         def px(nbytes):
             f = (math.log2(nbytes) - lg_lo) / (lg_hi - lg_lo) if lg_hi > lg_lo else 0
@@ -277,6 +286,14 @@ def svg_plot(path, title, panels, lo, hi):
                    f'fill="#555">size (bytes, log2 scale)</text>')
         out.append(f'<text x="{ox + 12}" y="{(y0 + y1) / 2}" text-anchor="middle" fill="#555" '
                    f'transform="rotate(-90 {ox + 12} {(y0 + y1) / 2})">busbw (GB/s)</text>')
+        if ceiling:
+            y = py(ceiling)
+            # The label sits above the line, or below it where the line is the frame's top.
+            ty = y - 4 if y - y0 > 14 else y + 12
+            out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" '
+                       f'stroke="{COLORS["ceiling"]}" stroke-width="1.5" stroke-dasharray="2,3"/>')
+            out.append(f'<text x="{x0 + 4}" y="{ty:.1f}" fill="{COLORS["ceiling"]}">ceiling '
+                       f'{ceiling:.2f} GB/s</text>')
         if not rows:
             out.append(f'<text x="{(x0 + x1) / 2}" y="{(y0 + y1) / 2}" text-anchor="middle" '
                        f'fill="#999">not measured</text>')

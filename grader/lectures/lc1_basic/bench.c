@@ -28,14 +28,20 @@
  * median round. With --rounds 1 that is exactly nccl-tests' time (its -a 3,
  * the maximum over ranks); the plain mean of all timed calls comes too.
  *
+ * With --calibrate instead of --coll, one launch measures this machine's
+ * limit, which no collective's bus bandwidth can pass: what one rank copies
+ * and reduces per second while every rank does the same (measure_limit).
+ * grader/bench.py starts it once per run, before the collectives.
+ *
  * Output (rank 0, one line each, for grader/bench.py):
  *   INFO key value
  *   SKIP reason
  *   ROW bytes count iters warmup rounds t_hand t_lib t_hand_mean t_lib_mean
  *       status nwrong maxerr detail
  *   WRAP bytes count iters t_hand t_hand_direct t_lib t_lib_direct
- * Times in seconds; status is ok or WRONG; detail, the rest of the line, is
- * "-" or the first mismatch.
+ *   LIMIT copy|reduce bytes rounds rate_rank0 rate_rank1 ...   (--calibrate)
+ * Times in seconds, rates in bytes per second; status is ok or WRONG;
+ * detail, the rest of the line, is "-" or the first mismatch.
  */
 #include "xt_harness.h"
 
@@ -464,6 +470,69 @@ static void prepare(const collective *c, bench *b, void *buf, int for_check)
     }
 }
 
+/* ------------------------------------------------------ the machine's limit */
+
+/*
+ * What one rank copies (memcpy) and reduces (MPI_Reduce_local, sum) per
+ * second while every other rank does the same: on one machine a byte that
+ * moves from rank to rank costs at least one copy, and a reduced byte also a
+ * reduce pass, so these bound every collective's busbw (docs/lc1_basic.md,
+ * "The ceiling"). All ranks start each round together after a barrier, so
+ * that the memory bandwidth the cores share, and the cores that ranks share
+ * when np > cores, are in the figure. A round copies `bytes`, then reduces
+ * `bytes` into the copy (the library's kernel for the bench's type, the one
+ * its collectives use), so that a busy moment of a shared machine falls on
+ * both. Per rank the median round counts; rank 0 prints every rank's rates.
+ */
+static void measure_limit(bench *b, long bytes, int rounds)
+{
+    int count = (int)(bytes / (long)b->esize);
+    size_t size = (size_t)count * b->esize;
+    if (rounds < 1)
+        rounds = 1;
+    char *src = xt_malloc(size), *dst = xt_malloc(size);
+    /* Zeros: sums of them stay finite. Writing them maps every page now, not in a timed call. */
+    memset(src, 0, size);
+    memset(dst, 0, size);
+    double *t = xt_malloc(sizeof(double) * 2 * (size_t)rounds);
+    /* Round -1 warms up: code, page tables, the op's first dispatch. */
+    for (int r = -1; r < rounds; r++) {
+        PMPI_Barrier(b->comm);
+        double t0 = PMPI_Wtime();
+        memcpy(dst, src, size);
+        double t_copy = PMPI_Wtime() - t0;
+        PMPI_Barrier(b->comm);
+        t0 = PMPI_Wtime();
+        PMPI_Reduce_local(src, dst, count, b->dt, MPI_SUM);
+        double t_reduce = PMPI_Wtime() - t0;
+        if (r >= 0) {
+            t[r] = t_copy;
+            t[rounds + r] = t_reduce;
+        }
+    }
+    double rate[2];
+    for (int k = 0; k < 2; k++) {
+        double median = xt_sort_median(t + (size_t)k * rounds, rounds);
+        rate[k] = median > 0 ? (double)size / median : 0.0;
+    }
+    double *all = b->rank == 0 ? xt_malloc(sizeof(double) * 2 * (size_t)b->np) : NULL;
+    PMPI_Gather(rate, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, b->comm);
+    if (b->rank == 0) {
+        const char *what[2] = {"copy", "reduce"};
+        for (int k = 0; k < 2; k++) {
+            printf("LIMIT %s %zu %d", what[k], size, rounds);
+            for (int r = 0; r < b->np; r++)
+                printf(" %.6e", all[2 * r + k]);
+            printf("\n");
+        }
+        fflush(stdout);
+    }
+    free(all);
+    free(t);
+    free(src);
+    free(dst);
+}
+
 static xt_dtype parse_dtype(const char *name)
 {
     xt_dtype dt;
@@ -493,6 +562,14 @@ int main(int argc, char **argv)
     long wrap_bytes = xt_arg_int("wrapcost", 0);       /* 0: no wrapper measurement */
     int wrap_iters = (int)xt_arg_int("wrap-iters", 2000);
     int rounds = (int)xt_arg_int("rounds", 5); /* 1: nccl-tests' single average */
+
+    if (xt_arg_flag("calibrate")) {
+        xt_watchdog_arm(size_limit);
+        measure_limit(&b, xt_arg_int("bytes", 64L << 20), rounds);
+        xt_watchdog_arm(0);
+        xt_finalize();
+        return 0;
+    }
 
     const collective *c = NULL;
     for (int i = 0; i < NCOLL; i++)

@@ -1,16 +1,21 @@
 """make bench LC=1 [NP=4] [SOL=0] [ARGS="..."]: lecture 1's hand-written collectives
 beside the MPI library's own, one table per collective in the layout of
 nccl-tests: time, algbw and busbw of each, their ratio, and whether the
-hand-written result matched the library's. Writes the results as JSON and a
-plot of busbw against message size (SVG) under build/bench/.
-docs/lc1_basic.md (Bandwidth) explains the columns. Measured by
+hand-written result matched the library's; and each side's busbw against a
+ceiling, this machine's limit for that collective, from the copy and reduce
+bandwidth every rank gets when all of them copy or reduce at once (one short
+launch first, measured once per run). Writes the results as JSON and a plot of
+busbw against message size (SVG) under build/bench/. docs/lc1_basic.md
+(Bandwidth) explains the columns and the ceiling. Measured by
 build/bench/solutions/lc1_basic/bench (grader/lectures/lc1_basic/bench.c), one
 launch per collective.
 """
 
+import json
 import math
 import os
 import re
+import statistics
 import sys
 import time
 
@@ -47,6 +52,24 @@ COLLECTIVES = [
      lambda n: (n - 1) / n, "what each rank sends, n blocks"),
 ]
 NAMES = [c[0] for c in COLLECTIVES]
+
+# The ceiling of each collective's busbw on one shared-memory machine, from C
+# and R, what one rank copies and reduces per second while every rank does the
+# same (docs/lc1_basic.md, "The ceiling"): every byte busbw counts is at least
+# one copy, and every reduced byte also a reduce pass. An all-reduce's busbw
+# counts 2 bytes moved per byte reduced (reduce-scatter, then all-gather).
+# It bounds the operation, not the algorithm: the same for both sides.
+CEILINGS = {
+    "ring_allreduce": ("2/(2/C + 1/R)", lambda c, r: 2 / (2 / c + 1 / r)),
+    "allreduce_rd": ("2/(2/C + 1/R)", lambda c, r: 2 / (2 / c + 1 / r)),
+    "allgather_ring": ("C", lambda c, r: c),
+    "reduce_scatter_ring": ("1/(1/C + 1/R)", lambda c, r: 1 / (1 / c + 1 / r)),
+    "bcast_binomial": ("C", lambda c, r: c),
+    "alltoallv_scratch": ("C", lambda c, r: c),
+}
+# The buffers the limit is measured on: large enough to leave the caches, but
+# no larger than the run's largest size (so that a short run stays short).
+LIMIT_BYTES = (1 << 20, 64 << 20)
 TYPE_NAMES = {"float32": "float", "float64": "double", "int32": "int32", "int64": "int64"}
 REDUCES = {"ring_allreduce", "allreduce_rd", "reduce_scatter_ring"}
 
@@ -103,6 +126,7 @@ def run(args):
     if "OMPI_MCA_op" not in os.environ:
         env.pop("OMPI_MCA_op", None)
     results, failures, skipped = [], [], []
+    limit = measure_limit(binary, args, env, failures)
     for coll in COLLECTIVES:
         name, source, library, factor_text, factor, s_def = coll
         if name not in wanted:
@@ -110,13 +134,19 @@ def run(args):
         print()
         print(f"# {name} ({tree}/{source}) vs {library}")
         print(f"#   S = {s_def}; busbw = algbw * {factor_text} = {factor(args.np):.3g} algbw")
+        formula, ceiling_of = CEILINGS[name]
+        ceiling = ceiling_of(limit["copy_GBps"], limit["reduce_GBps"]) if limit else None
+        if ceiling:
+            print(f"#   ceiling of busbw = {formula} = {ceiling:.2f} GB/s on this machine; "
+                  f"%ceil = busbw / ceiling")
         if not os.path.exists(os.path.join(tree, source)):
             msg = f"{tree}/{source} does not exist: {name} skipped"
             print(f"# SKIPPED: {msg}")
             skipped.append(msg)
-            results.append({"name": name, "library": library, "skipped": msg, "rows": []})
+            results.append({"name": name, "library": library, "skipped": msg, "rows": [],
+                            "ceiling_GBps": ceiling, "ceiling_formula": formula})
             continue
-        table = Table(name, library, factor(args.np), args.np, args.dtype)
+        table = Table(name, library, factor(args.np), args.dtype, ceiling)
         prog = [binary, "--coll", name, "--dtype", args.dtype, "--min", str(args.min),
                 "--max", str(args.max), "--wrapcost", str(args.wrapcost),
                 "--rounds", str(args.rounds)]
@@ -135,7 +165,8 @@ def run(args):
         res = launch.run(cmd, timeout=args.timeout, env=env, on_line=collect.line)
         seconds = time.monotonic() - t0
         entry = {"name": name, "library": library, "source": f"{tree}/{source}",
-                 "busbw_factor": factor(args.np), "seconds": round(seconds, 2),
+                 "busbw_factor": factor(args.np), "ceiling_GBps": ceiling,
+                 "ceiling_formula": formula, "seconds": round(seconds, 2),
                  "rows": collect.rows, "wrapcost": collect.wrap}
         if collect.skip:
             print(f"# SKIPPED: {collect.skip}")
@@ -165,12 +196,60 @@ def run(args):
     tag = output_tag(args)
     stem = os.path.join(args.out, f"lc1_basic{tag}_np{args.np}")
     meta = {"np": args.np, "cores": ncores, "mpi": flavor_version, "dtype": args.dtype,
-            "tree": tree, "seconds": round(total, 1), "collectives": results}
+            "tree": tree, "seconds": round(total, 1),
+            "copy_GBps": limit["copy_GBps"] if limit else None,
+            "reduce_GBps": limit["reduce_GBps"] if limit else None,
+            "limit": limit, "collectives": results}
     panels = [(r["name"], r["library"], r["rows"]) for r in results]
     svg_plot(stem + ".svg", f"make bench LC=1 NP={args.np}: busbw against size "
-             f"({flavor_version}, {args.dtype}, {ncores} cores)", panels, args.min, args.max)
+             f"({flavor_version}, {args.dtype}, {ncores} cores)", panels, args.min, args.max,
+             ceilings=[r["ceiling_GBps"] for r in results])
     print(f"# plot: {stem}.svg")
     return finish(stem, meta, f"# bench time: {total:.0f} s", skipped, failures)
+
+
+def measure_limit(binary, args, env, failures):
+    """This machine's limit, measured once per run by one launch of every rank at once:
+    C and R (copy_GBps, reduce_GBps), each the median over the ranks of a rank's median
+    round; None, with a failure noted, when the launch fails."""
+    nbytes = min(LIMIT_BYTES[1], max(LIMIT_BYTES[0], args.max))
+    cmd = launch.mpirun_command(args.np, [binary, "--calibrate", "--dtype", args.dtype,
+                                          "--bytes", str(nbytes), "--rounds", str(args.rounds)])
+    collect = LimitLaunch()
+    t0 = time.monotonic()
+    res = launch.run(cmd, timeout=args.timeout, env=env, on_line=collect.line)
+    seconds = time.monotonic() - t0
+    if (res.timed_out or res.returncode != 0 or set(collect.rates) != {"copy", "reduce"}
+            or len(collect.rates["copy"]) != args.np
+            or not all(v > 0 for k in collect.rates for v in collect.rates[k])):
+        why = (f"stopped after {args.timeout:.0f} s" if res.timed_out
+               else f"exit status {res.returncode}" if res.returncode else "no rates printed")
+        print(f"# FAILED: measuring this machine's limit: {why}; no ceilings this run")
+        print(f"#   rerun: {launch.shell_line(cmd)}")
+        failures.append(f"the machine's limit: {why}")
+        return None
+    per_rank = {k: [v / 1e9 for v in collect.rates[k]] for k in ("copy", "reduce")}
+    limit = {"copy_GBps": statistics.median(per_rank["copy"]),
+             "reduce_GBps": statistics.median(per_rank["reduce"]),
+             "copy_per_rank_GBps": per_rank["copy"], "reduce_per_rank_GBps": per_rank["reduce"],
+             "bytes": collect.nbytes, "rounds": collect.rounds, "seconds": round(seconds, 2)}
+    c, r = limit["copy_GBps"], limit["reduce_GBps"]
+
+    rounds = f"{collect.rounds} round{'s' if collect.rounds != 1 else ''}"
+    print(f"# this machine's limit per rank: copy C = {c:.2f} GB/s, reduce R = {r:.2f} GB/s "
+          f"({TYPE_NAMES[args.dtype]} sum)")
+    print(f"#   {f'all {args.np} ranks at once' if args.np > 1 else 'one rank'} on "
+          f"{human(collect.nbytes)}: memcpy, and MPI_Reduce_local in bytes of its inout buffer;")
+    if args.np > 1:
+        print(f"#   each rank's median of {rounds}, the median over ranks (C "
+              f"{min(per_rank['copy']):.2f} to {max(per_rank['copy']):.2f}, R "
+              f"{min(per_rank['reduce']):.2f} to {max(per_rank['reduce']):.2f}); {seconds:.1f} s")
+    else:
+        print(f"#   the median of {rounds}; {seconds:.1f} s")
+    print("# ceiling of busbw, the same for both sides: C for allgather, bcast and alltoall; "
+          "1/(1/C + 1/R) for")
+    print("#   reduce-scatter; 2/(2/C + 1/R) for allreduce (docs/lc1_basic.md, \"The ceiling\")")
+    return limit
 
 
 def print_summary(results):
@@ -178,22 +257,29 @@ def print_summary(results):
     if not measured:
         return
     print()
-    print("# summary: ratio of busbw (hand-written / library); above 1 the hand-written is faster")
+    print("# summary: ratio of busbw (hand-written / library), above 1 the hand-written is "
+          "faster; and from")
+    print("#   16 MiB up, each side's busbw in % of the collective's ceiling on this machine")
     heads = ("below 64 KiB", "64 KiB to 8 MiB", "16 MiB and up")
-    print(f"# {'collective':<20} " + " ".join(f"{h:>15}" for h in heads))
+    print(f"# {'collective':<20} " + " ".join(f"{h:>15}" for h in heads)
+          + f" {'ceiling':>9} {'hand %':>7} {'lib %':>7}")
 
-    def gmean(rows):
-        vals = [x["ratio"] for x in rows if x["ratio"] > 0]
+    def gmean(rows, key, fmt):
+        vals = [x[key] for x in rows if x.get(key) is not None and x[key] > 0]
         if not vals:
             return "-"
-        return f"{math.exp(sum(math.log(v) for v in vals) / len(vals)):.2f}"
+        return fmt.format(math.exp(sum(math.log(v) for v in vals) / len(vals)))
 
     for r in measured:
         small = [x for x in r["rows"] if x["bytes"] < 64 << 10]
         mid = [x for x in r["rows"] if 64 << 10 <= x["bytes"] < 16 << 20]
         big = [x for x in r["rows"] if x["bytes"] >= 16 << 20]
-        print(f"# {r['name']:<20} {gmean(small):>15} {gmean(mid):>15} {gmean(big):>15}")
-    print("# (geometric means of the ratios of the sizes in each range)")
+        ceiling = f"{r['ceiling_GBps']:.2f}" if r.get("ceiling_GBps") else "-"
+        print(f"# {r['name']:<20} {gmean(small, 'ratio', '{:.2f}'):>15} "
+              f"{gmean(mid, 'ratio', '{:.2f}'):>15} {gmean(big, 'ratio', '{:.2f}'):>15} "
+              f"{ceiling:>9} {gmean(big, 'ceil_hand', '{:.0%}'):>7} "
+              f"{gmean(big, 'ceil_lib', '{:.0%}'):>7}")
+    print("# (geometric means over the sizes in each range; the ceiling in GB/s)")
     wraps = [r for r in measured if r.get("wrapcost")]
     if wraps:
         print()
@@ -209,6 +295,22 @@ def print_summary(results):
                   f"{w['t_hand_direct'] * 1e6:>8.2f} {pct(w['t_hand'], w['t_hand_direct']):>6}"
                   f"  {w['t_lib'] * 1e6:>8.2f} {w['t_lib_direct'] * 1e6:>8.2f} "
                   f"{pct(w['t_lib'], w['t_lib_direct']):>6}")
+
+
+class LimitLaunch(Launch):
+    """Collects the --calibrate launch's LIMIT lines: every rank's rates, bytes per second."""
+
+    def __init__(self):
+        super().__init__()
+        self.rates, self.nbytes, self.rounds = {}, 0, 0
+
+    def line(self, text):
+        parts = text.split()
+        if parts[:1] == ["LIMIT"] and len(parts) >= 5:
+            self.nbytes, self.rounds = int(parts[2]), int(parts[3])
+            self.rates[parts[1]] = [float(v) for v in parts[4:]]
+        else:
+            super().line(text)
 
 
 class CollectiveLaunch(Launch):
@@ -238,13 +340,14 @@ class CollectiveLaunch(Launch):
 
 
 class Table:
-    """Formats one collective's rows as nccl-tests does, plus ratio and check."""
+    """Formats one collective's rows as nccl-tests does, plus the ceiling, each side's busbw
+    against it, the ratio and the check."""
 
-    HEAD = ("{:>12} {:>12} {:>7} {:>6} {:>5} {:>6}  {:>9} {:>7} {:>7}  {:>9} {:>7} {:>7}"
-            "  {:>6}  {}")
+    HEAD = ("{:>12} {:>12} {:>7} {:>6} {:>5} {:>6} {:>7}  {:>9} {:>7} {:>7} {:>5}  {:>9} {:>7} "
+            "{:>7} {:>5}  {:>6}  {}")
 
-    def __init__(self, name, library, factor, np_, dtype):
-        self.name, self.library, self.factor, self.np = name, library, factor, np_
+    def __init__(self, name, library, factor, dtype, ceiling):
+        self.name, self.library, self.factor, self.ceiling = name, library, factor, ceiling
         self.type = TYPE_NAMES[dtype]
         self.op = "sum" if name in REDUCES else "none"
         self.root = 0 if name == "bcast_binomial" else -1
@@ -252,12 +355,13 @@ class Table:
 
     def header(self):
         self.started = True
-        pad = " " * 55
-        print(f"#{pad}{'hand-written':>27}  {self.library:>27}")
-        print(self.HEAD.format("size", "count", "type", "redop", "root", "iters", "time",
-                               "algbw", "busbw", "time", "algbw", "busbw", "ratio", "check"))
-        print(self.HEAD.format("(B)", "(elements)", "", "", "", "", "(us)", "(GB/s)", "(GB/s)",
-                               "(us)", "(GB/s)", "(GB/s)", "", ""), flush=True)
+        pad = " " * 63
+        print(f"#{pad}{'hand-written':>33}  {self.library:>33}")
+        print(self.HEAD.format("size", "count", "type", "redop", "root", "iters", "ceiling",
+                               "time", "algbw", "busbw", "%ceil", "time", "algbw", "busbw",
+                               "%ceil", "ratio", "check"))
+        print(self.HEAD.format("(B)", "(elements)", "", "", "", "", "(GB/s)", "(us)", "(GB/s)",
+                               "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "", ""), flush=True)
 
     def row(self, r):
         if not self.started:
@@ -267,19 +371,59 @@ class Table:
             t = r[f"t_{side}"]
             r[f"algbw_{side}"] = s / t / 1e9 if t > 0 else 0.0
             r[f"busbw_{side}"] = r[f"algbw_{side}"] * self.factor
+            # busbw as a fraction of the ceiling (the table shows it in %)
+            r[f"ceil_{side}"] = r[f"busbw_{side}"] / self.ceiling if self.ceiling else None
         r["ratio"] = r["t_lib"] / r["t_hand"] if r["t_hand"] > 0 else 0.0
         check = "ok" if r["check"] == "ok" else f"WRONG {r['nwrong']}"
+
+        def pct(v):
+            return "-" if v is None else f"{v * 100:.0f}"
+
         print(self.HEAD.format(s, r["count"], self.type, self.op, self.root, r["iters"],
+                               f"{self.ceiling:.2f}" if self.ceiling else "-",
                                f"{r['t_hand'] * 1e6:.2f}", f"{r['algbw_hand']:.2f}",
-                               f"{r['busbw_hand']:.2f}", f"{r['t_lib'] * 1e6:.2f}",
-                               f"{r['algbw_lib']:.2f}", f"{r['busbw_lib']:.2f}",
-                               f"{r['ratio']:.2f}", check), flush=True)
+                               f"{r['busbw_hand']:.2f}", pct(r["ceil_hand"]),
+                               f"{r['t_lib'] * 1e6:.2f}", f"{r['algbw_lib']:.2f}",
+                               f"{r['busbw_lib']:.2f}", pct(r["ceil_lib"]), f"{r['ratio']:.2f}",
+                               check), flush=True)
         if r["check"] != "ok":
             print(f"  ERROR: {self.name} at {s} B differs from {self.library} in {r['nwrong']} "
                   f"element(s), max |difference| {r['maxerr']:.3g}: {r['detail']}", flush=True)
         return r
 
 # ------------------------------------------------------------------ make test
+
+# Per byte of busbw, the bytes a rank copies and the bytes it reduces (one copy per
+# byte moved, one reduce pass per byte reduced): the ceilings worked out apart from
+# CEILINGS, to check them against.
+COPIES_AND_REDUCES = {"ring_allreduce": (2, 1), "allreduce_rd": (2, 1),
+                      "allgather_ring": (1, 0), "reduce_scatter_ring": (1, 1),
+                      "bcast_binomial": (1, 0), "alltoallv_scratch": (1, 0)}
+
+
+def check_ceilings(data):
+    """What is wrong with a run's ceilings (its JSON): C and R must be positive, every
+    collective's ceiling m / (m/C + k/R) with its m copies and k reduces per byte, every
+    row's busbw against it busbw / ceiling on both sides."""
+    c, r = data.get("copy_GBps"), data.get("reduce_GBps")
+    if not (isinstance(c, float) and isinstance(r, float) and c > 0 and r > 0):
+        return [f"C {c!r} and R {r!r} GB/s: not both positive"]
+    problems = []
+    for coll in data["collectives"]:
+        copies, reduces = COPIES_AND_REDUCES[coll["name"]]
+        want = copies / (copies / c + reduces / r)
+        got = coll.get("ceiling_GBps")
+        if not isinstance(got, float) or not math.isclose(got, want, rel_tol=1e-12):
+            problems.append(f"{coll['name']}: ceiling {got!r} GB/s, expected {want!r} from C and R")
+            continue
+        for row in coll["rows"]:
+            for side in ("hand", "lib"):
+                frac = row.get(f"ceil_{side}")
+                if not isinstance(frac, float) or not math.isclose(
+                        frac, row[f"busbw_{side}"] / got, rel_tol=1e-12, abs_tol=1e-15):
+                    problems.append(f"{coll['name']} at {row['bytes']} B: ceil_{side} {frac!r}, "
+                                    f"busbw_{side} / ceiling = {row[f'busbw_{side}'] / got!r}")
+    return problems
 
 def selftest(s):
     """make test: the bench at small sizes, and a wrong collective it must reject."""
@@ -303,10 +447,36 @@ def selftest(s):
         bad = [r for r in c["rows"] if r["check"] != "ok" or not r["t_hand"] > 0]
         if bad or not c["rows"]:
             problems.append(f"{c['name']}: rows {bad or 'none'}")
-    if not os.path.exists(os.path.join(out, "lc1_basic_np3.svg")):
+    svg = os.path.join(out, "lc1_basic_np3.svg")
+    if not os.path.exists(svg):
         problems.append("no plot written")
     s.record("bench: all six collectives at np=3, every timed result checked against the "
              "library's, a plot", not problems, problems, f"({took:.1f} s)")
+
+    # The ceilings: measured once, each collective's from C and R by its formula, every
+    # row's busbw against it, a line in every panel; and a wrong ceiling must be caught.
+    ceiling_problems = []
+    if text.count("# this machine's limit per rank: copy C = ") != 1:
+        ceiling_problems.append("the header line with C and R is not printed once")
+    if sorted(CEILINGS) != sorted(NAMES):
+        ceiling_problems.append(f"CEILINGS has {sorted(CEILINGS)}, the table {sorted(NAMES)}")
+    ceiling_problems += check_ceilings(data)
+    plot = open(svg).read() if os.path.exists(svg) else ""
+    for c in data["collectives"]:
+        if c.get("ceiling_GBps") and f"ceiling {c['ceiling_GBps']:.2f} GB/s" not in plot:
+            ceiling_problems.append(f"{c['name']}: no labelled ceiling line in the plot")
+    wrong = json.loads(json.dumps(data))
+    for c in wrong["collectives"]:
+        if c["name"] == "ring_allreduce" and c.get("ceiling_GBps"):
+            # The reduce-scatter's formula where the all-reduce's belongs.
+            c["ceiling_GBps"] = 1 / (1 / wrong["copy_GBps"] + 1 / wrong["reduce_GBps"])
+    if not any("ring_allreduce: ceiling" in p for p in check_ceilings(wrong)):
+        ceiling_problems.append("a ring_allreduce with the reduce-scatter's ceiling passes the "
+                                "check (negative control)")
+    s.record("bench: this machine's limit measured once, C and R > 0; every collective's "
+             "ceiling its formula of them, every row's busbw against it, a labelled line per "
+             "panel; a wrong ceiling is caught", not ceiling_problems, ceiling_problems,
+             f"(C {data.get('copy_GBps') or 0:.2f}, R {data.get('reduce_GBps') or 0:.2f} GB/s)")
 
     # The check must fail when it should: a ring all-reduce that assumes np divides count.
     tree = mutant_tree("bench_mutant", "lc1_basic", "ring_allreduce_assumes_divisible")
