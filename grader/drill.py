@@ -277,10 +277,9 @@ def start(lecture, exercise, fn=None, root=None, out=print):
     out(f"Drill of {name_of(state)} begun at {now_text(begun)}.")
     out(textwrap.fill(said, 78, initial_indent="  ", subsequent_indent="  ",
                       break_long_words=False, break_on_hyphens=False))
-    cmds = [(f"make grade LC={num} EX={fn or exercise}", "grade it: the time so far; full marks "
-             "end the drill"),
-            (f"make hint EX={exercise}", "a hint (counted in the drill's record)"),
-            (f"make drill EX={exercise} STOP=1", "give up: your own file back")]
+    cmds = [(f"make grade LC={num} EX={fn or exercise}", "timed; full marks end it"),
+            (f"make hint EX={exercise}", "a hint (counted)"),
+            (f"make drill EX={exercise} STOP=1", "give up, your file back")]
     width = max(len(c) for c, _ in cmds)
     out("")
     for c, what in cmds:
@@ -328,8 +327,9 @@ def stop(exercise=None, root=None, out=print):
     append_history(entry(state, "stopped", ended), root)
     path = restore(state, root)
     back = "is back, byte for byte" if state.get("kept") else "is gone again (you had none)"
-    out(f"Drill of {name_of(state)} stopped after {clock(ended - state['started'])} and "
-        f"{state['grades']} grade(s). Your own {path} {back}.")
+    out(textwrap.fill(f"Drill of {name_of(state)} stopped after "
+                      f"{clock(ended - state['started'])} and {state['grades']} grade(s). Your "
+                      f"own {path} {back}.", 78, break_long_words=False, break_on_hyphens=False))
 
 
 def graded(lecture, exercise, results, counted=True, root=None):
@@ -453,6 +453,10 @@ def show_history(root=None, out=print):
     if not tried and not state:
         out("No drill yet: make drill EX=name (or LC=N for an exercise of lecture N).")
         return
+    if not tried:
+        out(f"No drill finished or stopped yet. Under way: {name_of(state)}, "
+            f"{clock(time.time() - state['started'])} so far.")
+        return
     head = f"{'exercise':<36} {'done':>5} {'best':>8} {'latest':>8}  {'on':<16} {'grades':>6}  hints"
     out(head)
     for key in sorted(tried, key=lambda k: (lectures.number(k[0]), k[1], k[2] or "")):
@@ -478,7 +482,8 @@ def show_history(root=None, out=print):
         exs = lectures.exercises(lec)
         n = len({k[1] for k in done_by if k[0] == lec and not k[2]})
         counts.append(f"LC={lectures.number(lec)} {n}/{len(exs)}")
-    out("whole exercises drilled: " + ", ".join(counts))
+    out(textwrap.fill("whole exercises drilled: " + ", ".join(counts), 78,
+                      subsequent_indent="  "))
 
 
 def main():
