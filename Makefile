@@ -122,6 +122,38 @@ $(CUDA_TESTS) $(CUDA_PROGRAMS): $(BUILD)/%: $(BUILD)/%.cu.o $(LIBXT_CUDA) $(LIBX
 $(BUILD)/%: $(BUILD)/%.cu.o $(LIBXT_CUDA) $(LIBXT)
 	$(CUDA_LINK)
 
+# ------------------------------------------------- the emulated device (DEVICE=emu)
+
+# A .cu file built as host C++ against libxt's emulated CUDA device
+# (common/xt_cuda_emu.h, common/cuda_emu.cpp), for machines without a GPU:
+# grader/cudaemu.py rewrites its kernel launches into calls, build/emu/<path>.emu.cpp,
+# compiled with XT_CUDA_EMU and linked with libxt's CUDA helpers built the same way.
+# make grade DEVICE=emu builds build/emu/<path> for each .cu exercise; make emu builds
+# them all (docs/setup.md, "The emulated device").
+EMU       := build/emu
+EMU_CXX    = $(MPICC) -x c++ -std=c++17
+EMU_FLAGS := -DXT_CUDA_EMU -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX -Icommon $(WARN) -MMD -MP
+EMU_LIB   := $(EMU)/common/cuda.o $(EMU)/common/cuda_emu.o
+EMU_PROGRAMS := $(patsubst %.cu,$(EMU)/%,$(wildcard common/tests/*.cu common/tests/emu/*.cu) \
+                  $(foreach l,$(LECTURES),$(wildcard $(l)/*.cu solutions/$(l)/*.cu)))
+
+emu: $(EMU_PROGRAMS)
+
+$(EMU)/%.emu.cpp: %.cu grader/cudaemu.py
+	@mkdir -p $(@D)
+	@$(PYTHON) grader/cudaemu.py $< > $@.tmp && mv $@.tmp $@
+
+$(EMU)/common/cuda_emu.o: common/cuda_emu.cpp
+	@mkdir -p $(@D)
+	$(EMU_CXX) $(CFLAGS) $(EMU_FLAGS) -c $< -o $@
+
+$(EMU)/%.o: $(EMU)/%.emu.cpp
+	$(EMU_CXX) $(CFLAGS) $(EMU_FLAGS) \
+	  $(addprefix -I,$(wildcard grader/lectures/$(call lecture_of,$*))) -c $< -o $@
+
+$(EMU)/%: $(EMU)/%.o $(EMU_LIB) $(LIBXT)
+	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $< $(EMU_LIB) $(LIBXT) -lstdc++ $(LDLIBS) -o $@
+
 # ---------------------------------------------------------------- benchmarks
 
 # make bench LC=N (grader/bench.py) links the exercises' own objects with the
@@ -217,7 +249,8 @@ deps:
 demo:
 	@py=$$(grader/setup.sh) && "$$py" grader/demo.py $(if $(EX),--ex $(EX)) $(if $(NP),--np $(NP)) \
 		$(if $(filter 0,$(SOL)),--student) $(if $(ARGS),--args="$(ARGS)") \
-		$(if $(filter 1,$(TRACE)),--trace) $(if $(filter 1,$(SAN)),--san)
+		$(if $(filter 1,$(TRACE)),--trace) $(if $(filter 1,$(SAN)),--san) \
+		$(if $(DEVICE),--device $(DEVICE))
 
 bench:
 	@py=$$(grader/setup.sh) && "$$py" grader/bench.py $(ARGS_LC) $(if $(NP),--np $(NP)) \
@@ -245,19 +278,23 @@ stubs:
 	@py=$$(grader/setup.sh) && "$$py" grader/stubgen.py --write
 
 format:
-	clang-format -i common/*.[ch] common/*.cu common/tests/*.c grader/lectures/*/*.[ch] lc*/*.c \
-		solutions/lc*/*.c
+	clang-format -i common/*.[ch] common/*.cu common/*.cpp common/tests/*.c common/tests/*.cu \
+		common/tests/emu/*.cu grader/lectures/*/*.[ch] lc*/*.c lc*/*.cu solutions/lc*/*.c \
+		solutions/lc*/*.cu
 
 clean:
 	rm -rf $(BUILD)
 
 help:
 	@echo "make                     build everything (CUDA=1: the CUDA parts too)"
+	@echo "make emu                 build the CUDA programs for the emulated device (build/emu/)"
 	@echo "make grade LC=1          grade lecture 1's student tree (SOL=1: the solutions;"
 	@echo "                         EX=name: one exercise; SEED=n: the same inputs again;"
 	@echo "                         CASE=i: only case i of that, as the report numbers it;"
 	@echo "                         VERBOSE=1: every failing case; JSON=file: every case;"
-	@echo "                         SAN=1: with AddressSanitizer, see docs/debugging.md)"
+	@echo "                         SAN=1: with AddressSanitizer, see docs/debugging.md;"
+	@echo "                         DEVICE=cuda: the CUDA exercises on a GPU, DEVICE=emu: on"
+	@echo "                         the emulated device, docs/setup.md)"
 	@echo "make debug EX=name       the first failing case of the last grade again, rank 0"
 	@echo "                         waiting for gdb (CASE=i, RANK=r, SOL=1: others)"
 	@echo "make test                the project's tests: libxt, stubs, solutions, mutants"
@@ -280,5 +317,5 @@ help:
 	@echo "make format              clang-format every C file"
 	@echo "make clean               remove build/"
 
-.PHONY: compdb-missing all cuda grade test debug deps demo bench lectures readme hint drill drills stubs \
+.PHONY: compdb-missing all cuda emu grade test debug deps demo bench lectures readme hint drill drills stubs \
         format clean help

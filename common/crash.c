@@ -65,9 +65,17 @@ static const char *signal_name(int sig)
     }
 }
 
-/* Signal-safe: no stdio, no malloc. */
-static void on_fatal_signal(int sig)
+static size_t (*explain_fault)(const void *addr, char *out, size_t cap);
+
+void xt_crash_explain_faults(size_t (*fn)(const void *addr, char *out, size_t cap))
 {
+    explain_fault = fn;
+}
+
+/* Signal-safe: no stdio, no malloc. */
+static void on_fatal_signal(int sig, siginfo_t *info, void *context)
+{
+    (void)context;
     if (atomic_load(&xti.aborting)) {
         signal(sig, SIG_DFL);
         raise(sig);
@@ -83,6 +91,14 @@ static void on_fatal_signal(int sig)
     if (*call) {
         p = xti_put_str(msg, p, sizeof msg, " inside ");
         p = xti_put_str(msg, p, sizeof msg, call);
+    }
+    if (explain_fault && info && (sig == SIGSEGV || sig == SIGBUS) && p + 3 < sizeof msg) {
+        size_t n = explain_fault(info->si_addr, msg + p + 2, sizeof msg - p - 2);
+        if (n > 0) {
+            msg[p] = ':';
+            msg[p + 1] = ' ';
+            p += 2 + n;
+        }
     }
     msg[p] = 0;
     xti_status_line("CRASH", msg);
@@ -130,7 +146,8 @@ void xti_crash_catch_signals(void)
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_fatal_signal;
+        sa.sa_sigaction = on_fatal_signal;
+        sa.sa_flags = SA_SIGINFO;
         sigemptyset(&sa.sa_mask);
         sigaction(sigs[i], &sa, NULL);
     }

@@ -51,6 +51,9 @@ int xt_cuda_select_device(void)
 
 int xt_cuda_aware_mpi(void)
 {
+#ifdef XT_CUDA_EMU
+    return 0; /* no MPI reads the emulated device's memory */
+#endif
     const char *env = getenv("XT_CUDA_AWARE");
     if (env && *env)
         return strcmp(env, "0") != 0;
@@ -141,6 +144,16 @@ void xt_cuda_recv(void *dev, size_t bytes, int src, int tag, MPI_Comm comm, void
 
 /* ---------------------------------------------------------------------- GEMM */
 
+#ifdef XT_CUDA_EMU
+/* The emulated device has no cuBLAS: xt_gemm itself, queued on the default stream. */
+void xt_cuda_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                  const float *b, float beta, float *c)
+{
+    xt_emu_enqueue(__FILE__, __LINE__, "xt_cuda_gemm", 0,
+                   [=]() { xt_gemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c); });
+}
+#else
+
 void xt_cublas_check_at(cublasStatus_t status, const char *call, const char *file, int line)
 {
     if (status != CUBLAS_STATUS_SUCCESS)
@@ -188,3 +201,4 @@ void xt_cuda_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, co
                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b,
                                 trans_b ? k : n, a, trans_a ? m : k, &beta, c, n));
 }
+#endif

@@ -29,6 +29,13 @@ static atomic_int stop;
 static _Atomic double deadline; /* 0: disarmed */
 static _Atomic double armed_for;
 
+static size_t (*describe_more)(char *out, size_t cap);
+
+void xt_watchdog_describe_with(size_t (*fn)(char *out, size_t cap))
+{
+    describe_more = fn;
+}
+
 void xt_watchdog_arm(double seconds)
 {
     atomic_store(&armed_for, seconds);
@@ -58,6 +65,14 @@ static void report_and_exit(void)
         xti_describe_call(what, sizeof what, now, 1, &in_mpi);
         state = in_mpi ? "mpi" : "compute";
         break;
+    }
+    size_t len = strlen(what);
+    if (describe_more && len + 3 < sizeof what) {
+        size_t n = describe_more(what + len + 2, sizeof what - len - 2);
+        if (n > 0) {
+            what[len] = ';';
+            what[len + 1] = ' ';
+        }
     }
     snprintf(text, sizeof text, "%s: %s", state, what);
     xti_status_line("HANG", text);

@@ -27,6 +27,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* DEVICE=emu: a .cu file built as host C++ against libxt's emulated device (C++, so
+ * before extern "C"). */
+#ifdef XT_CUDA_EMU
+#include "xt_cuda_emu.h"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #define XT_NORETURN [[noreturn]]
@@ -282,8 +288,10 @@ void xt_case_note(xt_case *c, const char *fmt, ...) XT_PRINTF(2, 3);
 
 /* ------------------------------------------------------------------------ CUDA */
 
-#if defined(XT_CUDA) || defined(__CUDACC__)
+#if defined(XT_CUDA) || defined(__CUDACC__) || defined(XT_CUDA_EMU)
+#ifndef XT_CUDA_EMU
 #include <cuda_runtime.h>
+#endif
 
 void xt_cuda_check_at(cudaError_t err, const char *call, const char *file, int line);
 #define XT_CUDA_CHECK(call) xt_cuda_check_at((call), #call, __FILE__, __LINE__)

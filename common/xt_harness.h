@@ -122,6 +122,19 @@ int xt_trace_enabled(void); /* XT_TRACE=1 or --trace: xt_finalize writes the tim
  * 0 disarms.
  */
 void xt_watchdog_arm(double seconds);
+/*
+ * More for a hang report: fn writes what else the rank is waiting on (device work
+ * still queued, say) into out, returning its length (0: nothing). Called from the
+ * watchdog's thread; fn must not block.
+ */
+void xt_watchdog_describe_with(size_t (*fn)(char *out, size_t cap));
+
+/*
+ * More for a crash report: on SIGSEGV or SIGBUS, fn explains the faulting address
+ * (a device block the host may not touch, say), returning its length (0: nothing to
+ * say). Called inside the signal handler: no locks, no allocation, no stdio.
+ */
+void xt_crash_explain_faults(size_t (*fn)(const void *addr, char *out, size_t cap));
 
 /* ------------------------------------------------------------------- case mode */
 
@@ -140,7 +153,7 @@ int xt_loss_from_name(const char *name, xt_loss *out);
 
 /* ------------------------------------------------------------------------ CUDA */
 
-#if defined(XT_CUDA) || defined(__CUDACC__)
+#if defined(XT_CUDA) || defined(__CUDACC__) || defined(XT_CUDA_EMU)
 int xt_cuda_device_count(void);
 /* Whether this MPI reads and writes device memory itself (MPIX_Query_cuda_support). */
 int xt_cuda_aware_mpi(void);

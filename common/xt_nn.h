@@ -666,16 +666,20 @@ long xt_expert_log(xt_expert_call *out, long from, long max);
 
 /* ---------------------------------------------------------------------- CUDA */
 
-#if defined(XT_CUDA) || defined(__CUDACC__)
+#if defined(XT_CUDA) || defined(__CUDACC__) || defined(XT_CUDA_EMU)
+#ifndef XT_CUDA_EMU /* the emulated device has no cuBLAS; xt_cuda_gemm runs xt_gemm */
 /* Outside extern "C": cuBLAS's headers pull in C++ (cuda_fp16.h). */
 #include <cublas_v2.h>
+#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+#ifndef XT_CUDA_EMU
 void xt_cublas_check_at(cublasStatus_t status, const char *call, const char *file, int line);
 #define XT_CUBLAS_CHECK(call) xt_cublas_check_at((call), #call, __FILE__, __LINE__)
+#endif
 
 /*
  * xt_gemm on device pointers, through cuBLAS: the same row-major meaning and

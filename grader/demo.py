@@ -34,6 +34,9 @@ def main():
     ap.add_argument("--args", default="", help="extra program options, e.g. '--count 5'")
     ap.add_argument("--trace", action="store_true", help="write a timeline trace of the run")
     ap.add_argument("--san", action="store_true", help="build and run with AddressSanitizer")
+    ap.add_argument("--device", choices=["cuda", "emu"],
+                    help="a CUDA exercise on the GPU or on the emulated device (default: the "
+                         "GPU if there is one)")
     args = ap.parse_args()
     os.chdir(os.path.dirname(HERE))
 
@@ -48,6 +51,12 @@ def main():
         return 2
     source = os.path.normpath(found[0])
     binary = os.path.join("build", "san" if args.san else "", os.path.splitext(source)[0])
+    if source.endswith(".cu"):
+        import grade
+        device = args.device or ("cuda" if grade.has_gpu() else "emu")
+        if device == "emu":
+            print("(on the emulated device, DEVICE=emu: docs/setup.md, \"The emulated device\")")
+            binary = os.path.join("build", "emu", os.path.splitext(source)[0])
     build = subprocess.run(["make", "-s", "--no-print-directory"] + (["SAN=1"] if args.san else [])
                            + [binary])
     if build.returncode != 0:

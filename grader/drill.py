@@ -228,9 +228,10 @@ def start(lecture, exercise, fn=None, root=None, out=print):
         raise DrillError(f"a drill of {name_of(state)} is under way (begun "
                          f"{clock(time.time() - state['started'])} ago): one at a time. Finish "
                          f"it, or give it up with make drill EX={state['exercise']} STOP=1")
-    if needs_gpu(lecture, exercise) and not gpu_present():
-        raise DrillError(f"{exercise} is graded on a GPU (make grade DEVICE=cuda) and this "
-                         f"machine has none: drill another exercise")
+    # A CUDA exercise is graded on the GPU, or on the emulated device where there is none.
+    device = ""
+    if needs_gpu(lecture, exercise):
+        device = " DEVICE=cuda" if gpu_present() else " DEVICE=emu"
     path = source_of(lecture, exercise)
     sol = os.path.join("solutions", path)
     with open(os.path.join(root, sol)) as f:
@@ -265,7 +266,7 @@ def start(lecture, exercise, fn=None, root=None, out=print):
     begun = time.time()
     state = {"lecture": lecture, "exercise": exercise, "function": fn, "file": path,
              "tests": tests, "started": begun, "grades": 0, "hints": [],
-             "kept": os.path.relpath(kept, root) if had_file else None}
+             "kept": os.path.relpath(kept, root) if had_file else None, "device": device}
     save_active(state, root)  # before the file is replaced: a crash leaves a way back
     with open(here, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
         f.write(text)
@@ -277,7 +278,7 @@ def start(lecture, exercise, fn=None, root=None, out=print):
     out(f"Drill of {name_of(state)} begun at {now_text(begun)}.")
     out(textwrap.fill(said, 78, initial_indent="  ", subsequent_indent="  ",
                       break_long_words=False, break_on_hyphens=False))
-    cmds = [(f"make grade LC={num} EX={fn or exercise}", "timed; full marks end it"),
+    cmds = [(f"make grade LC={num} EX={fn or exercise}{device}", "timed; full marks end it"),
             (f"make hint EX={exercise}", "a hint (counted)"),
             (f"make drill EX={exercise} STOP=1", "give up, your file back")]
     width = max(len(c) for c, _ in cmds)
@@ -414,7 +415,8 @@ def under_way(root=None):
         return None
     return (f"(a drill of {name_of(state)} is under way: {clock(time.time() - state['started'])}; "
             f"make grade LC={lectures.number(state['lecture'])} "
-            f"EX={state.get('function') or state['exercise']})")
+            f"EX={state.get('function') or state['exercise']}"
+            f"{state.get('device', '')})")
 
 
 def pick(lc, root=None):
@@ -423,14 +425,7 @@ def pick(lc, root=None):
     lecture = lectures.resolve(lc)
     if not lecture:
         raise DrillError(f"no lecture {lc!r}; there are: {', '.join(lectures.names())}")
-    gpu = None
-    candidates = []
-    for ex in lectures.exercises(lecture):
-        if needs_gpu(lecture, ex):
-            gpu = gpu_present() if gpu is None else gpu
-            if not gpu:
-                continue
-        candidates.append(ex)
+    candidates = lectures.exercises(lecture)
     last = {}
     for h in history(root):
         if h["lecture"] == lecture and h["outcome"] == "done" and not h.get("function"):

@@ -130,10 +130,13 @@ def rerun_command(args, lecture, exercise, seed, san=None):
     san = args.san if san is None else san
     if args.tree and not args.sol:
         case = "" if args.case is None else f" --case {args.case}"
+        device = getattr(args, "device", "cpu")
+        dev = f" --device {device}" if device != "cpu" else ""
         return (f"python3 grader/grade.py --lc {lecture} --tree {args.tree} --ex {exercise} "
-                f"--seed {seed}{case}" + (" --san" if san else ""))
+                f"--seed {seed}{case}{dev}" + (" --san" if san else ""))
     num = lecture.split("_")[0][2:]
-    sol = " SOL=1" if args.sol else ""
+    device = getattr(args, "device", "cpu")
+    sol = (" SOL=1" if args.sol else "") + (f" DEVICE={device}" if device != "cpu" else "")
     case = "" if args.case is None else f" CASE={args.case}"
     return f"make grade LC={num} EX={exercise} SEED={seed}{case}{sol}" + (" SAN=1" if san else "")
 
@@ -244,7 +247,9 @@ def main():
     ap.add_argument("--json", help="also write the results to this file, every case included")
     ap.add_argument("--verbose", action="store_true",
                     help="under a failure, list every failing case of the test and why")
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "emu"],
+                    help="cuda: the CUDA exercises on a GPU; emu: the same tests on libxt's "
+                         "emulated device (no GPU needed)")
     ap.add_argument("--watchdog", type=float, default=10.0,
                     help="seconds a case may run before it counts as hung (default 10)")
     ap.add_argument("--max-np", type=int, default=8, help="largest world size to grade at")
@@ -296,6 +301,9 @@ def main():
     _, version = launch.mpi_flavor()
     report = Report(args.quiet)
     gpu = has_gpu() if args.device == "cuda" else False
+    # DEVICE=emu grades the CUDA exercises' tests, their .cu files built for the emulated
+    # device (build/emu/, common/xt_cuda_emu.h).
+    test_device = "cuda" if args.device == "emu" else args.device
 
     started = time.monotonic()
     slowest_start = 0.0
@@ -307,7 +315,7 @@ def main():
     drill_lines = []  # what make drill's clock said
     for lec in chosen:
         mod = lectures.load(lec)
-        tests = [t for t in mod.TESTS if getattr(t, "device", "cpu") == args.device]
+        tests = [t for t in mod.TESTS if getattr(t, "device", "cpu") == test_device]
         if args.ex:
             # An exact exercise or function name picks just that; otherwise a substring.
             exact = [t for t in tests if args.ex in (t.exercise, t.name)]
@@ -319,7 +327,7 @@ def main():
             if t.exercise not in exercises:
                 exercises.append(t.exercise)
         every = {ex: [t for t in mod.TESTS if t.exercise == ex
-                      and getattr(t, "device", "cpu") == args.device] for ex in exercises}
+                      and getattr(t, "device", "cpu") == test_device] for ex in exercises}
         if args.case is not None:
             if len(exercises) > 1:
                 print(f"grade: CASE= is a case of one exercise; EX={args.ex} matches "
@@ -338,11 +346,14 @@ def main():
         where = "solutions/" if args.sol else (args.tree or "student tree")
         alone = f"   case {args.case} alone" if args.case is not None else ""
         san = "   AddressSanitizer" if args.san else ""
+        emu = "   emulated device" if args.device == "emu" else ""
         report.line(f"{lec}   seed {seed}   np {','.join(map(str, nps))}   {version}   "
-                    f"{where}{alone}{san}")
-        ext = ".cu" if args.device == "cuda" else ".c"
+                    f"{where}{alone}{san}{emu}")
+        ext = ".cu" if test_device == "cuda" else ".c"
         sources = {ex: os.path.normpath(os.path.join(tree, lec, ex + ext)) for ex in exercises}
         build_dir = os.path.join("build", "san") if args.san else "build"
+        if args.device == "emu":
+            build_dir = os.path.join("build", "emu")
         binaries = {ex: os.path.join(build_dir, os.path.splitext(src)[0])
                     for ex, src in sources.items()}
 
@@ -370,8 +381,8 @@ def main():
                                for t in ex_tests]
                 else:
                     extra = [f for t in ex_tests for f in t.forbidden]
-                    bad = harness.forbidden_calls(binaries[ex] + (".cu.o" if ext == ".cu" else ".o"),
-                                                  extra, sources[ex])
+                    obj = ".cu.o" if args.device == "cuda" else ".o"
+                    bad = harness.forbidden_calls(binaries[ex] + obj, extra, sources[ex])
                     if bad:
                         results = [harness.TestResult(t, verdict="RULE",
                                                       lines=[f"{sources[ex]} {bad[0]}"])
@@ -381,7 +392,7 @@ def main():
                             harness.Exercise(lec, ex, sources[ex], binaries[ex], every[ex]),
                             seed, work_dir(tag, lec, ex), watchdog=args.watchdog,
                             max_np=args.max_np, only=args.case, verbose=args.verbose,
-                            san=args.san)
+                            san=args.san, test_watchdogs=args.device != "emu")
                         results = runner.run(ex_tests)
                         slowest_start = max(slowest_start, runner.start_seconds)
                         margins.update(runner.margins)

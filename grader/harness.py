@@ -483,11 +483,13 @@ class Runner:
     exercise's grade uses; with debug, that case under a debugger."""
 
     def __init__(self, exercise, seed, work_dir, watchdog=10.0, max_np=8, only=None,
-                 debug=None, verbose=False, san=False):
+                 debug=None, verbose=False, san=False, test_watchdogs=True):
         self.ex = exercise
         self.seed = seed
         self.work_dir = work_dir
         self.watchdog = watchdog
+        # A test's own, longer watchdog (a GPU's slow start), unless the device is emulated.
+        self.test_watchdogs = test_watchdogs
         self.max_np = max_np
         self.start_seconds = 0.0  # the most a launch spent outside its cases
         self.only = only
@@ -499,6 +501,10 @@ class Runner:
         self.last_launch_dir = ""  # where the latest launch's cases are
         # grade.py --margins: test name -> (worst |error| / tolerance, case label, output)
         self.margins = {}
+
+
+    def watchdog_of(self, test):
+        return (test.watchdog if self.test_watchdogs else None) or self.watchdog
 
     def cases_of(self, test):
         return [c for c in self.numbered[test.name]
@@ -566,7 +572,7 @@ class Runner:
                 write_inputs(cdir, g, inp)
             inputs[k] = per_group
             params = " ".join(f"{key}={val}" for key, val in case.params.items())
-            wd = 0 if self.debug else (test.watchdog or self.watchdog)
+            wd = 0 if self.debug else self.watchdog_of(test)
             lines.append(f"case {k} np={case.np} {params} watchdog={wd:g}")
         with open(os.path.join(launch_dir, "cases.txt"), "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -591,7 +597,7 @@ class Runner:
         if self.debug:
             res = debug_run(cmd, output, self.debug.show, launch.mpi_env(extra))
         else:
-            max_wd = max(((t.watchdog or self.watchdog) for t, _, _ in plan),
+            max_wd = max((self.watchdog_of(t) for t, _, _ in plan),
                          default=self.watchdog)
             res = launch.run(cmd, timeout=60 + 2 * max_wd, env=launch.mpi_env(extra),
                              log_path=output)
@@ -900,7 +906,8 @@ class Runner:
             return Failure("CRASH", case, lines, s.group, memory_damage=glibc is not None)
         hang = [s for s in mine if s.kind == "HANG"]
         if hang:
-            return self.deadlock(case, hang, (case and case.test.watchdog) or self.watchdog)
+            return self.deadlock(case, hang, self.watchdog_of(case.test) if case else
+                                 self.watchdog)
         asan = asan_in_output(self.messages(res, k))
         if asan:  # before libxt could write a status file
             return Failure("CRASH", case, asan_report(asan, self.ex.binary, self.ex.source,

@@ -189,7 +189,8 @@ def grade(m, tree, seed, python, max_np=None):
     if max_np:
         cmd += ["--max-np", str(max_np)]
     if m.target.endswith(".cu"):
-        cmd += ["--device", "cuda"]
+        # On a GPU the real thing; without one, the emulated device (DEVICE=emu).
+        cmd += ["--device", "cuda" if gpu_here() else "emu"]
     if IN_WORKER:
         output = grade_here(cmd[2:])
     else:
@@ -202,6 +203,17 @@ def grade(m, tree, seed, python, max_np=None):
     except (OSError, ValueError):
         data = None
     return data, output
+
+
+_GPU = []
+
+
+def gpu_here():
+    """Whether this machine has a GPU (asked once)."""
+    if not _GPU:
+        import grade
+        _GPU.append(grade.has_gpu())
+    return _GPU[0]
 
 
 # A worker of run_all's pool imports the grader once and grades each mutant in its own

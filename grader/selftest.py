@@ -81,6 +81,7 @@ def test_build(s, cuda):
 def test_format(s):
     s.section("format")
     files = sorted(glob.glob("common/*.[ch]") + glob.glob("common/*.cu") +
+                   glob.glob("common/*.cpp") + glob.glob("common/tests/emu/*.cu") +
                    glob.glob("grader/lectures/*/*.[ch]") +
                    glob.glob("common/tests/*.c") + glob.glob("common/tests/*.cu") +
                    glob.glob("solutions/lc*/*.c") + glob.glob("solutions/lc*/*.cu") +
@@ -976,6 +977,21 @@ def test_grades(s):
             got_nps = data["lectures"][0].get("nps")
             s.record(f"{lec} solutions: the report's header lists the world sizes graded, "
                      f"{','.join(map(str, want))}", got_nps == want, [f"header: {got_nps}"])
+    for lec in lectures.names():
+        if not any(t.device == "cuda" for t in lectures.load(lec).TESTS):
+            continue
+        n = lectures.number(lec)
+        s.section(f"CUDA exercises on the emulated device (make grade LC={n} DEVICE=emu)")
+        for tree, title, want in ((["--sol"], "solutions", "OK"), ([], "student tree", "TODO")):
+            got = grade(s, ["--lc", str(n), "--device", "emu"] + tree, f"{lec} emu {title}",
+                        want)
+            if got:
+                took, rc, data = got
+                ok = (rc == 0 and data["score"] == data["max"] > 0) if want == "OK" else \
+                    (rc != 0 and data["score"] == 0)
+                s.record(f"{lec} {title} on the emulated device: "
+                         f"{'full marks' if want == 'OK' else 'Score 0'}", ok,
+                         [f"score {data['score']}/{data['max']}, exit {rc}"], f"({took:.1f} s)")
     s.section("demos (make demo)")
     for lec in lectures.names():
         # A lecture's manifest may name what an exercise's demo must show: DEMOS =
@@ -1558,6 +1574,45 @@ def test_cuda(s):
              r.returncode == 0 and r.output.count(": ok") == 2, tail(r.output))
 
 
+EMU_TESTS = os.path.join("build", "emu", "common", "tests")
+
+
+def test_emu(s):
+    """The emulated device (DEVICE=emu): what it keeps of a GPU, and libxt's CUDA helpers
+    on it."""
+    emu_test = os.path.join(EMU_TESTS, "emu", "test_emu")
+    emu_cuda = os.path.join(EMU_TESTS, "test_cuda")
+    rc, out = sh(["make", "-s", "--no-print-directory", emu_test, emu_cuda])
+    if rc != 0:
+        s.record("emulated device: its tests build (make emu)", False, tail(out))
+        return
+    r = mpirun(2, [emu_test, "order"], timeout=60)
+    s.record("emulated device: queued work runs only when waited for, in stream order; "
+             "cudaStreamWaitEvent orders streams, unordered streams stay apart; the legacy "
+             "default stream waits for blocking streams only; every thread of a 3-D grid once; "
+             "bad copies and launches are errors",
+             r.returncode == 0 and r.output.count(": ok") == 2, tail(r.output))
+    r = mpirun(1, [emu_test, "touch"], timeout=60)
+    s.record("emulated device: the host reading device memory is a crash that says so",
+             r.returncode != 0 and "CRASH" in r.output and
+             "the host touched device memory: byte 12 of a 256 B block" in r.output,
+             tail(r.output, 6))
+    r = mpirun(2, [emu_test, "mpi"], timeout=60)
+    s.record("emulated device: MPI_Send of a device pointer is a crash inside MPI_Send, "
+             "explained", r.returncode != 0 and
+             "inside MPI_Send: the host touched device memory" in r.output, tail(r.output, 6))
+    r = mpirun(1, [emu_test, "hang"], timeout=60)
+    s.record("emulated device: a hang report names the device work still queued",
+             r.returncode != 0 and re.search(r"MPI_Recv\(.*device work queued and not yet "
+                                             r"waited for \(1 operation\): cudaMemcpyAsync "
+                                             r"DeviceToHost 256 B at [\w/]+test_emu\.cu:\d+",
+                                             r.output) is not None, tail(r.output, 6))
+    r = mpirun(2, [emu_cuda], timeout=120)
+    s.record("emulated device: libxt's CUDA helpers (a kernel, staged send and receive, "
+             "xt_cuda_gemm) on it", r.returncode == 0 and r.output.count(": ok") == 2,
+             tail(r.output))
+
+
 def test_nn(s):
     import nntest  # the numeric layer's checks live beside nn.py; see its docstring
 
@@ -1734,7 +1789,7 @@ def libxt(s):
     s.section("libxt")
     for t in (test_npy, test_pmpi, test_strict, test_watchdog, test_todo, test_crash,
               test_heap_damage, test_cases, test_mem, test_trace, test_watch, test_mesh, test_cuda,
-              test_nn):
+              test_emu, test_nn):
         t(s)
 
 

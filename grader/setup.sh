@@ -40,6 +40,7 @@ check() {
     missing=""
     need make make
     need cc gcc
+    need g++ g++  # DEVICE=emu builds the CUDA exercises as C++
     need mpicc libopenmpi-dev
     need mpirun openmpi-bin
     need nm binutils
