@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <mutex>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,20 @@ bool is_device(const void *p, size_t bytes)
         return false;
     const char *c = (const char *)p;
     return c >= blocks[i].base && c + bytes <= blocks[i].base + blocks[i].bytes;
+}
+
+/*
+ * Fresh device and pinned memory hold this float NaN in every 4 bytes, so that a read
+ * of memory nothing wrote (a slot sent before its copy ran) is a NaN the grader's report
+ * recognises (harness.EMU_FRESH), and not the 0xff bytes of libxt's freed blocks.
+ */
+const uint32_t FRESH = 0x7fdead00u;
+
+void fill_fresh(void *p, size_t bytes)
+{
+    unsigned char *c = (unsigned char *)p;
+    for (size_t i = 0; i < bytes; i++)
+        c[i] = (unsigned char)(FRESH >> (8 * (i % 4)));
 }
 
 /* Signal-safe formatting for the fault report. */
@@ -403,9 +418,9 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
     if (m == MAP_FAILED)
         return fail(cudaErrorMemoryAllocation);
     block b = {(char *)m + page_size, bytes, (char *)m, mapped};
-    /* A GPU's fresh memory holds whatever was there: here, NaN floats (0xFF bytes). */
+    /* A GPU's fresh memory holds whatever was there: here, the FRESH NaN. */
     mprotect(b.base, pages * page_size, PROT_READ | PROT_WRITE);
-    memset(b.base, 0xFF, pages * page_size);
+    fill_fresh(b.base, pages * page_size);
     if (open_depth == 0)
         mprotect(b.base, pages * page_size, PROT_NONE);
     if (slot < 0)
@@ -435,7 +450,7 @@ cudaError_t cudaMallocHost(void **p, size_t bytes)
     void *m = malloc(bytes ? bytes : 1);
     if (!m)
         return fail(cudaErrorMemoryAllocation);
-    memset(m, 0xFF, bytes); /* stale reads show as NaN */
+    fill_fresh(m, bytes); /* a read before any write shows as the FRESH NaN */
     *p = m;
     return cudaSuccess;
 }

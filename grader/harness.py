@@ -302,6 +302,10 @@ def fmt_value(v):
     return str(v)
 
 
+# The float that fills fresh memory of the emulated device (common/cuda_emu.cpp, FRESH).
+EMU_FRESH = 0x7fdead00
+
+
 def compare(name, expected, got, tol, rank, locate=None):
     """None if got matches expected within tol, else a WRONG message. locate(name, index),
     if given, says where a flat index lies (a shard's owner), or returns None."""
@@ -343,6 +347,10 @@ def compare(name, expected, got, tol, rank, locate=None):
         raw = np.ascontiguousarray(got).reshape(-1)[idx:idx + 1]
         if raw.view(f"u{raw.itemsize}")[0] == (1 << 8 * raw.itemsize) - 1:
             msg += "; freed xt_alloc memory reads as NaN: is a buffer read after its xt_free?"
+        elif raw.itemsize == 4 and raw.view("u4")[0] == EMU_FRESH:
+            msg += ("; this NaN is the emulated device's fresh memory: a cudaMalloc or "
+                    "cudaMallocHost block read before anything wrote it (a pinned slot sent "
+                    "before its cudaMemcpyAsync had run?)")
         else:
             msg += ("; a NaN from arithmetic: inf - inf or 0 x inf, often after an exp or a "
                     "square that overflowed")

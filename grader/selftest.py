@@ -509,14 +509,19 @@ def test_grader_units(s):
     # NaN where a number was expected points at a read after xt_free; a number where NaN was
     # expected does not.
     msg5 = harness.compare("x", np.array([float("nan"), 2.0]), np.array([1.0, 2.0]), 1e-9, 0)
+    fresh = np.array([1.0, 2.0], np.float32)
+    fresh.view(np.uint32)[1] = harness.EMU_FRESH
+    msg6 = harness.compare("x", np.array([1.0, 2.0], np.float32), fresh, 1e-9, 0)
     freed = "freed xt_alloc memory reads as NaN"
     s.record("comparisons: first bad index, expected, got; NaN and lengths caught; "
              "tolerance respected; a NaN got where a number was expected notes xt_free's poison "
-             "(its bits), or arithmetic (other NaNs)",
+             "(its bits), the emulated device's fresh memory (its bits), or arithmetic (other "
+             "NaNs)",
              ok and msg2 is None and msg3 and freed in msg3 and msg5 and freed not in msg5
              and overflow and freed not in overflow and "from arithmetic" in overflow
-             and msg4 and "has 1 element, expected 2" in msg4,
-             [msg, msg2, msg3, msg4, msg5, overflow])
+             and msg4 and "has 1 element, expected 2" in msg4 and msg6 and
+             "emulated device's fresh memory" in msg6 and "emulated" not in overflow,
+             [msg, msg2, msg3, msg4, msg5, msg6, overflow])
     # A relative tolerance scales with each expected value, in both directions.
     rel = spec.Relative(1e-6, 1e-3).bound(np.array([1.0, 1000.0]))
     near = harness.compare("w", np.array([1.0, 1000.0]), np.array([1.0, 1000.9]), rel, 0)
@@ -997,10 +1002,15 @@ def test_grades(s):
         # A lecture's manifest may name what an exercise's demo must show: DEMOS =
         # {exercise: [text, ...]}.
         shows = getattr(lectures.load(lec), "DEMOS", {})
-        demos = sorted(glob.glob(os.path.join("solutions", lec, "*.c")))
+        # A CUDA exercise's demo runs on the emulated device (make demo does so without a GPU).
+        demos = sorted(glob.glob(os.path.join("solutions", lec, "*.c")) +
+                       glob.glob(os.path.join("solutions", lec, "*.cu")))
         bad = []
         for src in demos:
             exe = os.path.join("build", os.path.splitext(src)[0])
+            if src.endswith(".cu"):
+                exe = os.path.join("build", "emu", os.path.splitext(src)[0])
+                sh(["make", "-s", "--no-print-directory", exe])
             r = mpirun(4, [exe], timeout=60)
             wide = [ln for ln in r.output.splitlines() if len(ln) > 80]
             if r.returncode != 0 or "[r3]" not in r.output or wide:
