@@ -509,9 +509,9 @@ def test_grader_units(s):
     # NaN where a number was expected points at a read after xt_free; a number where NaN was
     # expected does not.
     msg5 = harness.compare("x", np.array([float("nan"), 2.0]), np.array([1.0, 2.0]), 1e-9, 0)
-    fresh = np.array([1.0, 2.0], np.float32)
-    fresh.view(np.uint32)[1] = harness.EMU_FRESH
-    msg6 = harness.compare("x", np.array([1.0, 2.0], np.float32), fresh, 1e-9, 0)
+    unwritten = np.array([1.0, 2.0], np.float32)
+    unwritten.view(np.uint32)[1] = harness.EMU_FRESH
+    msg6 = harness.compare("x", np.array([1.0, 2.0], np.float32), unwritten, 1e-9, 0)
     freed = "freed xt_alloc memory reads as NaN"
     s.record("comparisons: first bad index, expected, got; NaN and lengths caught; "
              "tolerance respected; a NaN got where a number was expected notes xt_free's poison "
