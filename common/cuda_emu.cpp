@@ -331,45 +331,37 @@ size_t describe_pending(char *out, size_t cap)
 
 /* ---------------------------------------------------------------- the API */
 
+/* Each error the emulated runtime returns: its name, and what it most likely means here. */
+static const struct {
+    cudaError_t err;
+    const char *name, *text;
+} errors[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue",
+     "invalid argument (a copy whose pointers are not of the kind it names?)"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration",
+     "invalid configuration argument (a grid or block of 0, or over 1024 threads)"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice",
+     "invalid device ordinal (the emulated device is device 0)"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle",
+     "invalid resource handle (a stream or event destroyed, or never created)"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+};
+
 const char *cudaGetErrorName(cudaError_t err)
 {
-    switch (err) {
-    case cudaSuccess:
-        return "cudaSuccess";
-    case cudaErrorInvalidValue:
-        return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation:
-        return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration:
-        return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevice:
-        return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidResourceHandle:
-        return "cudaErrorInvalidResourceHandle";
-    case cudaErrorNotReady:
-        return "cudaErrorNotReady";
-    }
+    for (const auto &e : errors)
+        if (e.err == err)
+            return e.name;
     return "cudaErrorUnknown";
 }
 
 const char *cudaGetErrorString(cudaError_t err)
 {
-    switch (err) {
-    case cudaSuccess:
-        return "no error";
-    case cudaErrorInvalidValue:
-        return "invalid argument (a copy whose pointers are not of the kind it names?)";
-    case cudaErrorMemoryAllocation:
-        return "out of memory";
-    case cudaErrorInvalidConfiguration:
-        return "invalid configuration argument (a grid or block of 0, or over 1024 threads)";
-    case cudaErrorInvalidDevice:
-        return "invalid device ordinal (the emulated device is device 0)";
-    case cudaErrorInvalidResourceHandle:
-        return "invalid resource handle (a stream or event destroyed, or never created)";
-    case cudaErrorNotReady:
-        return "device not ready";
-    }
+    for (const auto &e : errors)
+        if (e.err == err)
+            return e.text;
     return "unknown error";
 }
 
