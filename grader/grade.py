@@ -290,6 +290,11 @@ def main():
     else:
         chosen = lectures.names()
 
+    if args.san and args.device != "cpu":
+        print(f"grade: SAN=1 builds the CPU programs with AddressSanitizer; DEVICE="
+              f"{args.device} grades the CUDA exercises, which it does not cover: drop one",
+              file=sys.stderr)
+        return 2
     if args.case is not None and (args.seed is None or not args.ex):
         # A case's number depends on the seed (some tests draw their cases) and the exercise.
         print("grade: CASE= names a case of one exercise's run: give its EX= and SEED= too, "
