@@ -6,17 +6,19 @@
      compile_commands.json, with which clangd --check finds no error in an exercise of
      each lecture
   3. libxt: .npy round trip, PMPI counters, strict send, watchdog, TODO, crashes, case mode,
-     the process mesh
+     the process mesh, the emulated CUDA device
   4. the grader's own pieces: NumPy references, comparisons, the stub checker; CASE= and
      make debug (a rank waiting for gdb, which attaches and releases it)
   5. stubs: the student tree is what solutions/ generates, with no solution text
   6. lectures: each one unit (a throwaway lecture graded in a copy of the tree, no
      lecture named outside its places, docs' points tables, hints and TODO bounds),
      pyflakes over grader/, libxt's layers
-  7. solutions: full marks, and every demo; make drill end to end in a copy of the tree
+  7. solutions: full marks (the CUDA exercises on the emulated device too), and every demo;
+     make drill end to end in a copy of the tree
   8. student tree: every test TODO, none hanging or crashing
   9. benches: each lecture's, small, and a mutant each must reject
- 10. mutants: each caught with its expected verdict and report
+ 10. mutants: each caught with its expected verdict and report (CUDA ones on the GPU, or on
+     the emulated device where there is none)
  11. no process left behind
 
 The last line is "N passed, N failed".
