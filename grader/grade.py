@@ -423,6 +423,12 @@ def main():
         possible += most
         if args.case is None:
             report.line(f"{lec}: {got}/{most}")
+            apart = [t for t in mod.TESTS if getattr(t, "device", "cpu") == "cuda"]
+            if apart and args.device == "cpu" and not args.ex:
+                for ln in wrap(f"(its CUDA exercises are graded apart, {len(apart)} tests: "
+                               f"make grade LC={lectures.number(lec)} DEVICE=emu, or "
+                               f"DEVICE=cuda on a GPU)", "  "):
+                    report.line(ln)
         out_json["lectures"].append({
             "name": lec, "score": got, "max": most, "nps": nps,
             "tests": [{"exercise": ex, "test": r.test.name, "verdict": r.verdict,

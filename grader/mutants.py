@@ -324,6 +324,10 @@ def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
     # AddressSanitizer build (args: --san), with the lectures' shared objects.
     subprocess.run(["make", "-s", "--no-print-directory", "build/common/libxt.a"], cwd=ROOT,
                    check=False)
+    # The emulated device's objects likewise, when a CUDA mutant will be graded on it.
+    if any(parse(p).target.endswith(".cu") for p in paths) and not gpu_here():
+        subprocess.run(["make", "-s", "--no-print-directory", "build/emu/common/cuda.o",
+                        "build/emu/common/cuda_emu.o"], cwd=ROOT, check=False)
     san = {san_lecture(p) for p in paths} - {None}
     if san:
         shared = [f"build/san/grader/lectures/{lec}/lecture.o" for lec in sorted(san)
