@@ -224,6 +224,11 @@ void run_until(cudaStream_t s, unsigned long seq);
 void run_until(cudaStream_t s, unsigned long seq)
 {
     std::lock_guard<std::recursive_mutex> hold(lock);
+    if (s->queue.empty() || s->queue.front().seq > seq) {
+        /* Nothing of it is queued: no pages to open, the common case of a wait. */
+        s->done = seq > s->done ? seq : s->done;
+        return;
+    }
     open_device();
     while (!s->queue.empty() && s->queue.front().seq <= seq) {
         op o = std::move(s->queue.front());
