@@ -19,12 +19,14 @@ BUILD   := build
 
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Werror
-XT_CFLAGS  := -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -Icommon -MMD -MP
+XT_CFLAGS   = -std=c11 -D_POSIX_C_SOURCE=200809L $(WARN) -Icommon -MMD -MP
 # MPICH declares MPI_Waitall's statuses as an array, and gcc 11+ then takes
 # MPI_STATUSES_IGNORE ((MPI_Status *)1) for a buffer overflow: a false alarm.
-ifneq ($(findstring mpich,$(shell $(MPICC) -show 2>/dev/null)),)
-XT_CFLAGS  += -Wno-stringop-overflow
-endif
+# Asked of mpicc at the first compile, once (the value replaces the question),
+# not while make reads this file: on a fresh machine mpicc is not there yet.
+MPICH_FLAGS = $(eval MPICH_FLAGS := $(if $(findstring mpich,$(shell $(MPICC) -show 2>/dev/null)),\
+                -Wno-stringop-overflow))$(MPICH_FLAGS)
+XT_CFLAGS  += $(MPICH_FLAGS)
 XT_LDFLAGS := -rdynamic
 # SAN=1: the same programs built with AddressSanitizer, into a tree of their
 # own (build/san/), so that neither build undoes the other and both stay
@@ -48,10 +50,28 @@ PROGRAMS  := $(patsubst %.c,$(BUILD)/%,$(foreach l,$(LECTURES),$(wildcard $(l)/*
 BENCH_LECTURES := $(patsubst grader/lectures/%/bench.c,%,$(wildcard $(foreach l,$(LECTURES),grader/lectures/$(l)/bench.c)))
 BENCHES   := $(foreach l,$(BENCH_LECTURES),$(BUILD)/bench/solutions/$(l)/bench)
 PYTHON    ?= python3
+# The editors' compile_commands.json, brought up to date by every build of the main
+# tree (see "For editors" below); its stamp is what rules depend on.
+COMPDB_STAMP := $(BUILD)/compdb.mk
+COMPDB       := $(if $(filter build,$(BUILD)),$(COMPDB_STAMP))
+
+# Nothing in this file runs while make reads it but the shell's own `command -v`,
+# find and mpicc's probe above, which are all allowed to find nothing: `make grade`
+# on a machine with only git and make reads it, then grader/setup.sh installs the
+# rest. Whatever needs Python or the compilers runs in a recipe, after that.
 
 # ---------------------------------------------------------------- C programs
 
-all: $(LIBXT) $(TESTS) $(PROGRAMS) $(BENCHES) $(if $(filter 1,$(CUDA)),cuda)
+all: $(LIBXT) $(TESTS) $(PROGRAMS) $(BENCHES) $(COMPDB) $(if $(filter 1,$(CUDA)),cuda)
+
+# A plain `make` (or make emu, make cuda) builds without installing anything first:
+# where mpicc is missing, say what installs it rather than fail at the first compile.
+ifneq ($(filter all emu cuda,$(or $(MAKECMDGOALS),all)),)
+ifeq ($(shell command -v $(firstword $(MPICC))),)
+$(error $(firstword $(MPICC)) is not installed: `make deps` installs what the course needs \
+  (Open MPI, NumPy, OpenBLAS, a compiler), or prints the apt-get command that would)
+endif
+endif
 
 $(LIBXT): $(LIBXT_OBJ)
 	@mkdir -p $(@D)
@@ -73,17 +93,17 @@ $(BUILD)/%.o: %.c
 	  -c $< -o $@
 
 .SECONDEXPANSION:
-$(BUILD)/%: $(BUILD)/%.o $$(call lecture_obj,$$*) $(LIBXT)
+$(BUILD)/%: $(BUILD)/%.o $$(call lecture_obj,$$*) $(LIBXT) | $(COMPDB)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
 # For editors (clangd, VS Code, Vim): compile_commands.json, how each C file
-# compiles, from these flags (grader/compdb.py). Every make command brings it up
-# to date, as make remakes an included makefile before anything else: the stamp
-# below, remade when a directory of C files gains or loses one, or when the
-# database is missing. Not for git.
+# compiles, from these flags (grader/compdb.py). Every build brings it up to date
+# (every program has the stamp below as an order-only prerequisite, as has `all`):
+# the stamp is remade when a directory of C files gains or loses one, or when the
+# database is missing. Only the main build writes it (make test's clang build and
+# SAN=1's leave it alone). Not for git.
 COMPDB_SOURCES := $(wildcard common/*.c common/tests/*.c) \
                   $(foreach l,$(LECTURES),$(wildcard $(l)/*.c solutions/$(l)/*.c grader/lectures/$(l)/*.c))
-COMPDB_STAMP   := $(BUILD)/compdb.mk
 $(COMPDB_STAMP): grader/compdb.py Makefile grader/lectures/ $(sort $(dir $(COMPDB_SOURCES))) \
                  $(if $(wildcard compile_commands.json),,compdb-missing)
 	@mkdir -p $(@D)
@@ -160,25 +180,26 @@ $(EMU)/%: $(EMU)/%.o $(EMU_LIB) $(LIBXT)
 # lecture's driver, grader/lectures/<lecture>/bench.c: objcopy -G keeps only
 # the functions the driver calls global, so each file's main and helpers stay
 # private and no algorithm code is copied. What each lecture links is written
-# once, as LINK in grader/lectures/<lecture>/bench.py; grader/makefrag.py turns
-# those into $(BUILD)/lectures.mk: per lecture, BENCH_SOURCES_<lecture> (the
-# exercise files linked when present), BENCH_GLOBALS_<lecture> (the functions
-# kept), BENCH_RENAMES_<lecture> (old=new symbols) and BENCH_DIRECT_<lecture>
-# (1: also a .direct.o copy of each, its MPI_x calls renamed PMPI_x and its
-# functions xt_direct_<name>: the same code past libxt's counting wrappers).
+# once, in make's own syntax, in grader/lectures/<lecture>/bench.mk (which
+# grader/benchlib.py reads too): BENCH_SOURCES (the exercise files linked when
+# present), BENCH_FUNCTIONS (the functions kept), BENCH_RENAMES (old=new symbols)
+# and BENCH_DIRECT (1: also a .direct.o copy of each, its MPI_x calls renamed
+# PMPI_x and its functions xt_direct_<name>: the same code past libxt's counting
+# wrappers). Each is kept per lecture as BENCH_SOURCES_<lecture> and so on.
 OBJCOPY ?= objcopy
 NM      ?= nm
-LECTURE_MK := $(BUILD)/lectures.mk
-$(LECTURE_MK): grader/makefrag.py $(wildcard grader/lectures/*/bench.py)
-	@mkdir -p $(@D)
-	@$(PYTHON) grader/makefrag.py > $@.tmp && mv $@.tmp $@
-ifeq ($(filter clean help,$(MAKECMDGOALS)),)
-include $(LECTURE_MK)
-# (Other build directories, such as make test's clang build, leave it alone.)
-ifeq ($(BUILD),build)
-include $(COMPDB_STAMP)
-endif
-endif
+define bench_link
+BENCH_SOURCES :=
+BENCH_FUNCTIONS :=
+BENCH_RENAMES :=
+BENCH_DIRECT :=
+include grader/lectures/$(1)/bench.mk
+BENCH_SOURCES_$(1) := $$(BENCH_SOURCES)
+BENCH_GLOBALS_$(1) := $$(BENCH_FUNCTIONS)
+BENCH_RENAMES_$(1) := $$(BENCH_RENAMES)
+BENCH_DIRECT_$(1)  := $$(BENCH_DIRECT)
+endef
+$(foreach l,$(BENCH_LECTURES),$(eval $(call bench_link,$(l))))
 # The lecture of an object's stem: solutions/lcN_x/ex -> lcN_x.
 bench_lecture = $(notdir $(patsubst %/,%,$(dir $(1))))
 # The objects of the exercise files that exist in tree $(1) (its last directory

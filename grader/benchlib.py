@@ -1,16 +1,14 @@
 """What the lectures' benchmarks share (grader/lectures/<lecture>/bench.py).
 
 A lecture's bench module gives:
-  LINK                  what the Makefile links into build/bench/<tree>/bench with
-                        the lecture's driver, grader/lectures/<lecture>/bench.c: the
-                        exercise files (sources), the functions kept global
-                        (functions), symbol renames (renames) and whether a
-                        .direct.o copy past libxt's wrappers is linked (direct).
-                        A literal: grader/makefrag.py reads it without importing.
   ABOUT                 one line for `make bench`'s help
   add_options(group)    its own options (optional)
   run(args)             the bench; returns the exit status
   selftest(suite)       make test's checks of it, a must-fail mutant among them
+
+(What the Makefile links into build/bench/<tree>/bench with the lecture's driver,
+grader/lectures/<lecture>/bench.c, is the lecture's bench.mk, which the Makefile
+includes as it is: make must read it before Python is installed. bench_link reads it.)
 """
 
 import argparse
@@ -37,6 +35,29 @@ def human(nbytes):
         if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
             return f"{nbytes >> shift} {unit}iB"
     return f"{nbytes} B"
+
+
+def bench_link(lecture):
+    """grader/lectures/<lecture>/bench.mk as the Makefile reads it: {"sources",
+    "functions", "renames": [words], "direct": bool}. Only the `NAME := words` lines
+    (continued with a backslash) that bench.mk may hold."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lectures", lecture,
+                        "bench.mk")
+    with open(path) as f:
+        text = re.sub(r"\\\n", " ", f.read())
+    values = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.fullmatch(r"(BENCH_[A-Z]+)\s*:=\s*(.*)", line)
+        if not m:
+            raise ValueError(f"{path}: not a `BENCH_NAME := words` line: {line!r}")
+        values[m.group(1)] = m.group(2).split()
+    return {"sources": values.get("BENCH_SOURCES", []),
+            "functions": values.get("BENCH_FUNCTIONS", []),
+            "renames": values.get("BENCH_RENAMES", []),
+            "direct": values.get("BENCH_DIRECT", []) == ["1"]}
 
 
 def tree_of(args, lecture):

@@ -36,7 +36,7 @@ WIDTH = 78
 
 def tool_problems():
     """Missing tools, each with the package that provides it."""
-    need = [("mpirun", "openmpi-bin"), ("mpicc", "libopenmpi-dev"), ("make", "make"),
+    need = [("mpirun", "openmpi-bin"), ("mpicc", "openmpi-bin"), ("make", "make"),
             ("nm", "binutils"), ("addr2line", "binutils")]
     return [(tool, pkg) for tool, pkg in need if shutil.which(tool) is None]
 

@@ -31,8 +31,17 @@ find_python() {
     return 1
 }
 
+# pyflakes as Debian's python3-pyflakes provides it: a module (the pyflakes3
+# command is another package), run as `python3 -m pyflakes` by make test.
+has_pyflakes() {
+    for py in $(find_python) /usr/bin/python3; do
+        "$py" -m pyflakes --version >/dev/null 2>&1 && return 0
+    done
+    return 1
+}
+
 missing=""
-need() { # need COMMAND PACKAGE
+need() { # need COMMAND PACKAGE: COMMAND as PACKAGE installs it
     command -v "$1" >/dev/null 2>&1 || missing="$missing $2"
 }
 
@@ -41,8 +50,15 @@ check() {
     need make make
     need cc gcc
     need g++ g++  # DEVICE=emu builds the CUDA exercises as C++
-    need mpicc libopenmpi-dev
+    need mpicc openmpi-bin  # Debian's openmpi-bin registers /usr/bin/mpicc and mpirun
     need mpirun openmpi-bin
+    # mpi.h and libmpi.so, without which mpicc is there and compiles nothing.
+    if command -v mpicc >/dev/null 2>&1; then
+        printf '#include <mpi.h>\n' | mpicc -E -x c - >/dev/null 2>&1 ||
+            missing="$missing libopenmpi-dev"
+    else
+        missing="$missing libopenmpi-dev"
+    fi
     need nm binutils
     need addr2line binutils
     find_python >/dev/null || missing="$missing python3-numpy"
@@ -55,7 +71,7 @@ check() {
     if [ "$want_test" = 1 ]; then
         need clang clang
         need clang-format clang-format
-        need pyflakes3 python3-pyflakes
+        has_pyflakes || missing="$missing python3-pyflakes"
         need clangd clangd
         need gdb gdb
     fi

@@ -168,9 +168,9 @@ def digests(root, skip):
     return out
 
 
-def copy_tree(dest):
-    """The project's files (what git tracks and would track) and libxt's build, so
-    the copy builds only what is new."""
+def copy_tree(dest, with_build=True):
+    """The project's files (what git tracks and would track) and, with_build, libxt's
+    build, so the copy builds only what is new (without it: a fresh clone)."""
     shutil.rmtree(dest, ignore_errors=True)
     try:
         files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
@@ -183,7 +183,7 @@ def copy_tree(dest):
             continue
         os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
         shutil.copy2(src, os.path.join(dest, rel))
-    if os.path.isdir(os.path.join(ROOT, "build", "common")):
+    if with_build and os.path.isdir(os.path.join(ROOT, "build", "common")):
         shutil.copytree(os.path.join(ROOT, "build", "common"),
                         os.path.join(dest, "build", "common"),
                         ignore=shutil.ignore_patterns("tests"))

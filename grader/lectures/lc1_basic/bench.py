@@ -20,23 +20,15 @@ import sys
 import time
 
 import launch
-from benchlib import (build_bench, cores, finish, human, Launch, output_tag, parse_size, svg_plot,
+from benchlib import (bench_link, build_bench, cores, finish, human, Launch, output_tag, parse_size, svg_plot,
                       tree_of)
 from testkit import bench_results, fresh, mutant_tree, run_bench, tail
 
 ABOUT = "bandwidth of the hand-written collectives beside the MPI library's own"
 
-# What the Makefile links (grader/makefrag.py): the collectives' files, each
-# also as a .direct.o copy whose MPI_x calls are PMPI_x, past libxt's counters.
-LINK = {
-    "sources": ["fun_ring_allreduce", "fun_allreduce_rd", "fun_gather", "fun_reduce_scatter",
-                "fun_broadcast", "fun_all2all_scratch"],
-    "functions": ["ring_allreduce", "allreduce_rd", "allgather_ring", "reduce_scatter_ring",
-                  "bcast_binomial", "alltoallv_scratch"],
-    "direct": True,
-}
-
-# and how the size S is defined (nccl-tests' convention, doc/PERFORMANCE.md).
+# Each collective benched: its function and file, the library call it is measured
+# against, its bus-bandwidth factor (as text and as a function of n), and how the
+# size S is defined (nccl-tests' convention, doc/PERFORMANCE.md).
 COLLECTIVES = [
     ("ring_allreduce", "fun_ring_allreduce.c", "MPI_Allreduce", "2(n-1)/n",
      lambda n: 2 * (n - 1) / n, "the buffer every rank reduces"),
@@ -426,12 +418,14 @@ def check_ceilings(data):
 def selftest(s):
     """make test: the bench at small sizes, and a wrong collective it must reject."""
     s.section("bench (make bench LC=1, small sizes)")
-    # The collectives are named twice in this file: once for the Makefile's link
-    # (LINK, a literal) and once for the tables; they must be the same ones.
+    # The collectives are named twice: in bench.mk, for the Makefile's link, and in
+    # this file's table; they must be the same ones.
     pairs = [(c[0], c[1][:-2]) for c in COLLECTIVES]
-    s.record("bench: LINK links exactly the files and functions of the collectives' table",
-             pairs == list(zip(LINK["functions"], LINK["sources"])),
-             [f"COLLECTIVES {pairs}", f"LINK {list(zip(LINK['functions'], LINK['sources']))}"])
+    link = bench_link("lc1_basic")
+    linked = list(zip(link["functions"], link["sources"]))
+    s.record("bench: bench.mk links exactly the files and functions of the collectives' "
+             "table, each with its copy past libxt's counters", pairs == linked and link["direct"],
+             [f"COLLECTIVES {pairs}", f"bench.mk {linked}, direct {link['direct']}"])
     out = fresh("bench")
     rc, text, took = run_bench(["--np", "3", "--max", "4K", "--wrapcost", "8"], out)
     problems = [] if rc == 0 else tail(text)

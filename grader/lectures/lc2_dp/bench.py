@@ -23,16 +23,6 @@ from testkit import bench_results, fresh, mutant_tree, run_bench, tail
 
 ABOUT = "DDP step time, naive vs bucketed, np 1, 2, 4, and a trace of the buckets"
 
-# What the Makefile links (grader/makefrag.py): the two DDP steps, their
-# MPI_Testall and MPI_Waitall through the driver's xt_bench_Testall and
-# xt_bench_Waitall, which pass through to MPI, or skip the progress calls, or
-# trace each bucket.
-LINK = {
-    "sources": ["ddp_naive", "ddp_bucketed"],
-    "functions": ["ddp_naive_step", "plan_buckets", "ddp_bucketed_step"],
-    "renames": ["MPI_Testall=xt_bench_Testall", "MPI_Waitall=xt_bench_Waitall"],
-}
-
 # The model, and the variants of bench.c.
 DIMS = "1024,1024,1024,1024,1024,1024,1024,16"
 LC2_VARIANTS = ("compute", "naive", "onebucket", "bucketed", "noprogress", "onebucket_ring",

@@ -22,15 +22,6 @@ from testkit import bench_results, fresh, mutant_tree, run_bench, tail
 ABOUT = "ZeRO stages 0-3 at np 1, 2, 4: each rank's memory by kind and bytes per step, " \
         "beside the formulas"
 
-# What the Makefile links (grader/makefrag.py): data-parallel Adam and ZeRO
-# stages 1, 2, 3; each stage's state struct stays private to its file.
-LINK = {
-    "sources": ["distributed_adam", "adam_zero1", "adam_zero2", "adam_zero3"],
-    "functions": ["dp_adam_init", "dp_adam_step", "dp_adam_free", "zero1_init", "zero1_step",
-                  "zero1_free", "zero2_init", "zero2_step", "zero2_free", "zero3_init",
-                  "zero3_gather_layer", "zero3_step", "zero3_free"],
-}
-
 # The model of bench.c.
 DIMS = "256,512,512,512,512,256"
 

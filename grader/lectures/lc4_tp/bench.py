@@ -40,13 +40,6 @@ from lectures.lc4_tp.model import DecoderLM, initial_weights
 ABOUT = "TP MLP block, sequence parallelism and the decoder step at np 1, 2, 4: time, " \
         "all-reduces, bytes, activation memory"
 
-# What the Makefile links (grader/makefrag.py): the MLP block with and without
-# sequence parallelism. model_tp.c is run as its own program (see above).
-LINK = {
-    "sources": ["mlp_tp", "sequence_parallel"],
-    "functions": ["mlp_tp_forward", "mlp_tp_backward", "seqpar_forward", "seqpar_backward"],
-}
-
 MLP = "512,512,1408"  # T, d, ff
 # vocab, d, layers, hq, hkv, hd, ff, batch, T: KV heads in blocks at np 1, 2; replicated at 4.
 MODEL = "512,256,2,8,2,32,704,2,128"
