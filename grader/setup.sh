@@ -34,7 +34,7 @@ find_python() {
 # pyflakes as Debian's python3-pyflakes provides it: a module (the pyflakes3
 # command is another package), run as `python3 -m pyflakes` by make test.
 has_pyflakes() {
-    for py in $(find_python) /usr/bin/python3; do
+    for py in $python /usr/bin/python3; do
         "$py" -m pyflakes --version >/dev/null 2>&1 && return 0
     done
     return 1
@@ -61,7 +61,8 @@ check() {
     fi
     need nm binutils
     need addr2line binutils
-    find_python >/dev/null || missing="$missing python3-numpy"
+    # Looked for once per check: a pyenv shim takes most of a second to answer.
+    python=$(find_python) || { python=""; missing="$missing python3-numpy"; }
     # OpenBLAS: cblas.h, and the library every program links (-lopenblas).
     if command -v cc >/dev/null 2>&1; then
         printf '#include <cblas.h>\nint main(void) { return 0; }\n' |
@@ -109,4 +110,4 @@ if [ -n "$missing" ]; then
     say "    sudo apt-get install -y --no-install-recommends $missing"
     exit 1
 fi
-find_python
+printf '%s\n' "$python"
