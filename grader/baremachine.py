@@ -14,6 +14,8 @@ before the first recipe. So, in a copy of the tree as a fresh clone has it (no b
      PATH (no traps) and XT_NO_INSTALL=1, as a user without root: setup.sh's three
      lines (the packages, the one apt-get command), and nothing above them; a plain
      `make` says that mpicc is missing and what installs it.
+     Without a compiler (the README's machine has none), the one command still names
+     what only a compiler could look for (OpenBLAS, Open MPI's headers).
   3. setup.sh looks for each tool as the package it installs provides it (dpkg says
      which package owns the command it found), pyflakes and NumPy as modules.
   4. .ci/run installs only what the README says a machine needs, then runs the
@@ -155,6 +157,25 @@ def entry_problems(root, env):
     return problems
 
 
+# What setup.sh can only look for with a compiler: named at once when there is none, or the
+# first install (gcc) is followed by a second command.
+NEEDS_A_COMPILER = ("libopenblas-dev", "libopenmpi-dev")
+# setup.sh's line that names OpenBLAS without a compiler (the negative control drops it).
+OPENBLAS_UNCHECKED = '    else\n        missing="$missing libopenblas-dev"\n'
+
+
+def compilerless_problems(goal, rc, out):
+    """Without a compiler, the one install command must name what only a compiler could
+    check: installing gcc alone would leave those for a second command."""
+    m = re.search(r"^setup: missing packages: (.*)$", out, re.M)
+    named = m.group(1).split() if m else []
+    lost = [p for p in NEEDS_A_COMPILER if p not in named]
+    if rc == 0 or lost:
+        return [f"{goal} without a compiler named {named or 'nothing'}, not "
+                f"{', '.join(lost)}: a second install command would follow the first"]
+    return []
+
+
 def dpkg_owner(path):
     """The packages that own path (dpkg -S), or None."""
     try:
@@ -276,6 +297,12 @@ def selftest(s):
     traps = trap_names(setup_text)
     trapped = bare_env(bare_path(os.path.join(work, "bin-traps"), traps, log))
     plain = bare_env(bare_path(os.path.join(work, "bin")), XT_NO_INSTALL="1")
+    no_cc = os.path.join(work, "bin-no-compiler")
+    bare_path(no_cc)
+    for name in ("cc", "gcc", "cpp"):
+        if os.path.lexists(os.path.join(no_cc, name)):
+            os.remove(os.path.join(no_cc, name))
+    no_cc = bare_env(no_cc, XT_NO_INSTALL="1")
 
     bad = parse_problems(root, trapped, log)
     s.record(f"make reads the Makefile and prints the recipes of {len(ENTRY_POINTS)} entry "
@@ -285,6 +312,20 @@ def selftest(s):
     s.record(f"without them, each of {len(ENTRY_POINTS)} entry points prints setup.sh's one "
              "apt-get command and nothing above it; a plain make names make deps",
              not bad, bad)
+
+    rc, out, err = make(root, ["grade", "LC=1"], no_cc)
+    bad = compilerless_problems("make grade LC=1", rc, out + err)
+    s.record("with only make and a shell (no compiler), make grade's one apt-get command also "
+             f"names {' and '.join(NEEDS_A_COMPILER)}, which only a compiler can look for",
+             not bad, bad)
+    unnamed = setup_text.replace(OPENBLAS_UNCHECKED, "")
+    with open(os.path.join(work, "setup-control.sh"), "w") as f:
+        f.write(unnamed)
+    res = subprocess.run(["/bin/sh", os.path.join(work, "setup-control.sh")], env=no_cc,
+                         capture_output=True, text=True, timeout=60)
+    found = compilerless_problems("setup.sh", res.returncode, res.stdout + res.stderr)
+    s.record("a setup.sh that skips OpenBLAS without a compiler is reported (negative control)",
+             unnamed != setup_text and any("libopenblas-dev" in p for p in found), found)
 
     # Negative control: the Makefile with an include that Python writes at parse time.
     control = os.path.join(work, "control")

@@ -63,11 +63,14 @@ check() {
     need addr2line binutils
     # Looked for once per check: a pyenv shim takes most of a second to answer.
     python=$(find_python) || { python=""; missing="$missing python3-numpy"; }
-    # OpenBLAS: cblas.h, and the library every program links (-lopenblas).
+    # OpenBLAS: cblas.h, and the library every program links (-lopenblas). Without a
+    # compiler nothing can say, so it is named with gcc: one install command for both.
     if command -v cc >/dev/null 2>&1; then
         printf '#include <cblas.h>\nint main(void) { return 0; }\n' |
             cc -x c - -lopenblas -o /dev/null >/dev/null 2>&1 ||
             missing="$missing libopenblas-dev"
+    else
+        missing="$missing libopenblas-dev"
     fi
     if [ "$want_test" = 1 ]; then
         need clang clang
@@ -82,7 +85,6 @@ check() {
 
 check
 if [ -n "$missing" ]; then
-    cmd="apt-get install -y --no-install-recommends $missing"
     if [ "${XT_NO_INSTALL:-0}" != 1 ] && command -v apt-get >/dev/null 2>&1; then
         if [ "$(id -u)" = 0 ]; then
             sudo=""
