@@ -11,7 +11,7 @@
 #include <string.h>
 
 typedef struct {
-    char kind[8];
+    char kind[16];
     char *text;
 } note;
 static note *notes;
@@ -26,7 +26,7 @@ void xti_note(const char *kind, const char *fmt, ...)
     }
     va_list ap;
     va_start(ap, fmt);
-    char buf[1024];
+    char buf[2048];
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     for (char *p = buf; *p; p++)

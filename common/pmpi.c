@@ -24,16 +24,19 @@
 static int strict_send;
 static int depth; /* nesting of wrapped calls: only the outermost counts */
 
-/* The outermost call in progress, for its trace event. */
+/* The outermost call in progress, for its trace event and the reports on its requests. */
 static struct {
     int fn, peer;
     long bytes;
-    double t0; /* on the trace's clock */
+    double t0;        /* on the trace's clock */
+    const void *site; /* its return address: where the exercise called it */
 } outer_call;
 
+/* Strict mode: strict send, and buffers in flight held to MPI's rules (requests.c). */
 void xt_strict_send(int on)
 {
     strict_send = on;
+    xti_requests_strict(on);
 }
 
 int xt_strict_send_enabled(void)
@@ -77,12 +80,15 @@ static int comm_rank(MPI_Comm comm)
 
 /*
  * Enters a wrapped call: counts it and announces it as the call in progress.
- * Returns 1 for the outermost call (the one the exercise made).
+ * Returns 1 for the outermost call (the one the exercise made). A macro, so
+ * that the return address is the wrapper's own: the exercise's call site.
  */
-static int enter(int fn, int peer, int tag, long bytes, MPI_Comm comm)
+#define enter(...) enter_at(__builtin_return_address(0), __VA_ARGS__)
+static int enter_at(const void *site, int fn, int peer, int tag, long bytes, MPI_Comm comm)
 {
     if (depth++ > 0)
         return 0;
+    outer_call.site = site;
     xti_count_call(fn);
     xti_call_begin(fn, peer, tag, bytes, comm);
     outer_call.fn = fn;
@@ -101,10 +107,12 @@ static int leave(int rc)
     return rc;
 }
 
+/* shadow: what MPI receives into (xti_shadow_open), or NULL. */
 static void req_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, MPI_Comm comm,
-                    int persistent, const void *buf, int count, MPI_Datatype dt)
+                    int persistent, const void *buf, int count, MPI_Datatype dt, char *shadow)
 {
-    xti_request_add(h, fn, dir, peer, tag, bytes, xti_comm_kind(comm), persistent, buf, count, dt);
+    xti_request_add(h, fn, dir, peer, tag, bytes, xti_comm_kind(comm), persistent, buf, count, dt,
+                    shadow, outer_call.site);
 }
 
 /* =================================================================== wrappers */
@@ -158,7 +166,7 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
                                     : PMPI_Isend(buf, count, dt, dest, tag, comm, req);
     if (outer && rc == MPI_SUCCESS) {
         xti_count_sent(FN(MPI_Isend), dest, tag, b, xti_comm_kind(comm));
-        req_add(*req, FN(MPI_Isend), 'S', dest, tag, b, comm, 0, buf, count, dt);
+        req_add(*req, FN(MPI_Isend), 'S', dest, tag, b, comm, 0, buf, count, dt, NULL);
     }
     return leave(rc);
 }
@@ -176,7 +184,7 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
         int rc = PMPI_##name(buf, count, dt, dest, tag, comm, req);                                \
         if (outer && rc == MPI_SUCCESS) {                                                          \
             xti_count_sent(FN(MPI_##name), dest, tag, b, xti_comm_kind(comm));                     \
-            req_add(*req, FN(MPI_##name), 'S', dest, tag, b, comm, 0, buf, count, dt);             \
+            req_add(*req, FN(MPI_##name), 'S', dest, tag, b, comm, 0, buf, count, dt, NULL);       \
         }                                                                                          \
         return leave(rc);                                                                          \
     }
@@ -193,7 +201,7 @@ int MPI_Send_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag
     int rc = (outer && strict_send) ? PMPI_Ssend_init(buf, count, dt, dest, tag, comm, req)
                                     : PMPI_Send_init(buf, count, dt, dest, tag, comm, req);
     if (outer && rc == MPI_SUCCESS)
-        req_add(*req, FN(MPI_Send_init), 'S', dest, tag, b, comm, 1, buf, count, dt);
+        req_add(*req, FN(MPI_Send_init), 'S', dest, tag, b, comm, 1, buf, count, dt, NULL);
     return leave(rc);
 }
 
@@ -205,7 +213,7 @@ int MPI_Send_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag
         int outer = enter(FN(MPI_##name), peer, tag, b, comm);                                     \
         int rc = PMPI_##name(buf, count, dt, peer, tag, comm, req);                                \
         if (outer && rc == MPI_SUCCESS)                                                            \
-            req_add(*req, FN(MPI_##name), dir, peer, tag, b, comm, 1, buf, count, dt);             \
+            req_add(*req, FN(MPI_##name), dir, peer, tag, b, comm, 1, buf, count, dt, NULL);       \
         return leave(rc);                                                                          \
     }
 PERSISTENT(Bsend_init, 'S')
@@ -217,9 +225,13 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_C
 {
     long b = nbytes(count, dt);
     int outer = enter(FN(MPI_Recv_init), src, tag, b, comm);
-    int rc = PMPI_Recv_init(buf, count, dt, src, tag, comm, req);
+    char *shadow = NULL;
+    void *into = outer ? xti_shadow_open(buf, count, dt, 0, &shadow) : buf;
+    int rc = PMPI_Recv_init(into, count, dt, src, tag, comm, req);
     if (outer && rc == MPI_SUCCESS)
-        req_add(*req, FN(MPI_Recv_init), 'R', src, tag, b, comm, 1, buf, count, dt);
+        req_add(*req, FN(MPI_Recv_init), 'R', src, tag, b, comm, 1, buf, count, dt, shadow);
+    else
+        xti_shadow_undo(buf, count, dt, 0, shadow);
     return leave(rc);
 }
 
@@ -228,7 +240,7 @@ int MPI_Start(MPI_Request *req)
     int outer = enter(FN(MPI_Start), -1, -1, 0, MPI_COMM_NULL);
     int rc = PMPI_Start(req);
     if (outer && rc == MPI_SUCCESS)
-        xti_request_started(*req);
+        xti_request_started(*req, FN(MPI_Start), outer_call.site);
     return leave(rc);
 }
 
@@ -237,7 +249,7 @@ int MPI_Startall(int n, MPI_Request reqs_[])
     int outer = enter(FN(MPI_Startall), -1, -1, 0, MPI_COMM_NULL);
     int rc = PMPI_Startall(n, reqs_);
     for (int i = 0; outer && rc == MPI_SUCCESS && i < n; i++)
-        xti_request_started(reqs_[i]);
+        xti_request_started(reqs_[i], FN(MPI_Startall), outer_call.site);
     return leave(rc);
 }
 
@@ -264,13 +276,18 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm 
 {
     long b = nbytes(count, dt);
     int outer = enter(FN(MPI_Irecv), src, tag, b, comm);
+    char *shadow = NULL;
+    void *into = buf;
     if (outer) {
         xti_check_buffer_free(FN(MPI_Irecv), 'R', buf, count, dt);
         xti_watch_posted(buf, count, dt);
+        into = xti_shadow_open(buf, count, dt, 1, &shadow);
     }
-    int rc = PMPI_Irecv(buf, count, dt, src, tag, comm, req);
+    int rc = PMPI_Irecv(into, count, dt, src, tag, comm, req);
     if (outer && rc == MPI_SUCCESS)
-        req_add(*req, FN(MPI_Irecv), 'R', src, tag, b, comm, 0, buf, count, dt);
+        req_add(*req, FN(MPI_Irecv), 'R', src, tag, b, comm, 0, buf, count, dt, shadow);
+    else
+        xti_shadow_undo(buf, count, dt, 1, shadow);
     return leave(rc);
 }
 
@@ -361,9 +378,13 @@ int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Requ
 {
     long b = nbytes(count, dt);
     int outer = enter(FN(MPI_Imrecv), -1, -1, b, MPI_COMM_NULL);
-    int rc = PMPI_Imrecv(buf, count, dt, msg, req);
+    char *shadow = NULL;
+    void *into = outer ? xti_shadow_open(buf, count, dt, 1, &shadow) : buf;
+    int rc = PMPI_Imrecv(into, count, dt, msg, req);
     if (outer && rc == MPI_SUCCESS)
-        req_add(*req, FN(MPI_Imrecv), 'R', -1, -1, b, MPI_COMM_NULL, 0, buf, count, dt);
+        req_add(*req, FN(MPI_Imrecv), 'R', -1, -1, b, MPI_COMM_NULL, 0, buf, count, dt, shadow);
+    else
+        xti_shadow_undo(buf, count, dt, 1, shadow);
     return leave(rc);
 }
 
@@ -401,7 +422,7 @@ static void free_saved(saved_reqs *s, MPI_Status *user_st)
 static void completed(MPI_Request h, const MPI_Status *st)
 {
     int bytes = 0;
-    const void *into = xti_request_complete(h, st, &bytes);
+    const void *into = xti_request_complete(h, st, &bytes, outer_call.fn, outer_call.site);
     if (into)
         xti_watch_recv(into, bytes, MPI_BYTE, st->MPI_SOURCE);
 }
@@ -549,7 +570,7 @@ static int coll(int fn, long sent, long recvd, MPI_Comm comm)
 static int icoll_done(int fn, int outer, int rc, MPI_Request *req, long bytes, MPI_Comm comm)
 {
     if (outer && rc == MPI_SUCCESS)
-        req_add(*req, fn, 'C', -1, -1, bytes, comm, 0, NULL, 0, MPI_DATATYPE_NULL);
+        req_add(*req, fn, 'C', -1, -1, bytes, comm, 0, NULL, 0, MPI_DATATYPE_NULL, NULL);
     return leave(rc);
 }
 

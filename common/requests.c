@@ -6,31 +6,61 @@
  *   - counts what a nonblocking receive brought when it completes;
  *   - tells the watchdog what a wait is waiting for;
  *   - notes a buffer used while a pending request owns it (RACE);
- *   - notes, when a case ends, the requests it never completed (PENDING).
+ *   - notes, when a case ends, the requests it never completed (PENDING),
+ *     and a request freed while still active (FREED);
+ *   - in strict mode, holds a buffer in flight to MPI's rules, which a fast
+ *     transport hides: a send buffer must not change until its request
+ *     completes, and a receive buffer holds nothing until then.
+ *
+ * The last point, for a point-to-point request whose datatype has no holes:
+ *
+ *   MPI_Isend(buf)  copy of buf kept ........ completion: buf == copy? else INFLIGHT
+ *   MPI_Irecv(buf)  buf -> shadow, buf := poison; MPI receives into shadow
+ *                                             completion: buf := shadow
+ *
+ * A small message over shared memory is copied when it is posted, so a send
+ * buffer overwritten before its wait arrives intact here and spoiled on
+ * another transport or at another size; a receive buffer read before its wait
+ * often holds the message already. Neither happens by luck in strict mode: the
+ * change is seen, and the early read gets the poison (XTI_RECV_POISON), which
+ * the grader names.
  *
  * The table is an open-addressing hash on the handle; the active requests
  * that own a buffer are also kept in a short list, which the check on every
  * point-to-point call scans.
  */
+#define _GNU_SOURCE /* dladdr */
 #include "xt_internal.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
     MPI_Request h;
-    short fn;
-    char dir; /* 'S', 'R' or 'C' */
+    short fn, started_fn; /* the call that made it, and the one that last started it */
+    char dir;             /* 'S', 'R' or 'C' */
     char comm;
     char persistent, active, used;
+    char dense; /* its datatype has no holes (see dense) */
     int peer, tag;
     long bytes;
     const char *lo, *hi; /* the buffer's bytes, [lo, hi): MPI's until completion */
+    char *copy;          /* strict: a send buffer's bytes when started */
+    char *shadow;        /* strict: what MPI receives into, for a receive's [lo, hi) */
+    const void *site;    /* where it was started (a return address), for reports */
 } request;
 static request *reqs;
 static size_t cap_reqs, n_reqs;
 
 static int reuse_noted; /* one note per case is enough */
+static int inflight_noted;
+static int strict_buffers; /* strict mode: buffers in flight checked (see above) */
+
+void xti_requests_strict(int on)
+{
+    strict_buffers = on;
+}
 
 static size_t req_hash(MPI_Request h)
 {
@@ -77,6 +107,83 @@ static void span(const void *buf, int count, MPI_Datatype dt, const char **lo, c
     (void)lb;
     *lo = (const char *)buf + true_lb;
     *hi = *lo + (MPI_Aint)(count - 1) * extent + true_extent;
+}
+
+/* Whether (count, dt) covers every byte of [lo, hi): a datatype with holes leaves
+ * bytes that the program may use while the request is pending, so it is left alone. */
+static int dense(int count, MPI_Datatype dt, const char *lo, const char *hi)
+{
+    int size = 0;
+    return lo != hi && PMPI_Type_size(dt, &size) == MPI_SUCCESS && (long)size * count == hi - lo;
+}
+
+static void poison(char *p, size_t n)
+{
+    const uint32_t word = XTI_RECV_POISON;
+    const char *w = (const char *)&word;
+    for (size_t i = 0; i < n; i++)
+        p[i] = w[i % sizeof word];
+}
+
+void *xti_shadow_open(void *buf, int count, MPI_Datatype dt, int started, char **shadow)
+{
+    *shadow = NULL;
+    if (!strict_buffers)
+        return buf;
+    const char *lo, *hi;
+    span(buf, count, dt, &lo, &hi);
+    if (!dense(count, dt, lo, hi))
+        return buf;
+    size_t n = (size_t)(hi - lo);
+    char *s = malloc(n);
+    if (!s)
+        return buf;
+    if (started) {
+        /* The shadow starts as the buffer: what a message shorter than the buffer, or a
+         * cancelled receive, leaves there is the program's own. */
+        memcpy(s, lo, n);
+        poison((char *)lo, n);
+    }
+    *shadow = s;
+    return s + ((const char *)buf - lo);
+}
+
+void xti_shadow_undo(void *buf, int count, MPI_Datatype dt, int started, char *shadow)
+{
+    if (!shadow)
+        return;
+    const char *lo, *hi;
+    span(buf, count, dt, &lo, &hi);
+    if (started)
+        memcpy((char *)lo, shadow, (size_t)(hi - lo));
+    free(shadow);
+}
+
+void xti_site_format(const void *addr, char *out, size_t cap)
+{
+    Dl_info info;
+    out[0] = 0;
+    if (!addr || !dladdr(addr, &info) || !info.dli_fname)
+        return;
+    if (info.dli_sname && info.dli_saddr)
+        snprintf(out, cap, "%s(%s+0x%lx)", info.dli_fname, info.dli_sname,
+                 (unsigned long)((const char *)addr - (const char *)info.dli_saddr));
+    else
+        snprintf(out, cap, "%s(+0x%lx)", info.dli_fname,
+                 (unsigned long)((const char *)addr - (const char *)info.dli_fbase));
+}
+
+/* "{, posted at |module(fn+0x1c)}": the grader turns it into ", posted at file.c:42", or
+ * drops it where the address is not in the exercise's file. */
+static const char *site_token(const char *prefix, const void *addr, char *out, size_t cap)
+{
+    char where[512];
+    xti_site_format(addr, where, sizeof where);
+    if (where[0])
+        snprintf(out, cap, "{%s|%s}", prefix, where);
+    else
+        out[0] = 0;
+    return out;
 }
 
 /*
@@ -147,8 +254,21 @@ void xti_check_buffer_free(int fn, char dir, const void *buf, int count, MPI_Dat
     }
 }
 
+/* A send's buffer as it was when the send started, to compare at its completion. */
+static void keep_copy(request *r)
+{
+    if (!strict_buffers || r->dir != 'S' || !r->dense)
+        return;
+    size_t n = (size_t)(r->hi - r->lo);
+    if (!r->copy)
+        r->copy = malloc(n);
+    if (r->copy)
+        memcpy(r->copy, r->lo, n);
+}
+
 void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, char comm,
-                     int persistent, const void *buf, int count, MPI_Datatype dt)
+                     int persistent, const void *buf, int count, MPI_Datatype dt, char *shadow,
+                     const void *site)
 {
     if (h == MPI_REQUEST_NULL)
         return;
@@ -166,14 +286,20 @@ void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long by
     }
     request r = {.h = h,
                  .fn = (short)fn,
+                 .started_fn = (short)fn,
                  .dir = dir,
                  .comm = comm,
                  .persistent = (char)persistent,
                  .active = (char)!persistent,
                  .peer = peer,
                  .tag = tag,
-                 .bytes = bytes};
+                 .bytes = bytes,
+                 .shadow = shadow,
+                 .site = site};
     span(buf, count, dt, &r.lo, &r.hi);
+    r.dense = (char)dense(count, dt, r.lo, r.hi);
+    if (r.active)
+        keep_copy(&r);
     req_insert_raw(&r);
     if (r.active)
         owner_add(&r);
@@ -194,7 +320,7 @@ static void req_remove(request *r)
     }
 }
 
-void xti_request_started(MPI_Request h)
+void xti_request_started(MPI_Request h, int fn, const void *site)
 {
     request *r = req_find(h);
     if (!r)
@@ -204,6 +330,15 @@ void xti_request_started(MPI_Request h)
         xti_check_buffer_free(r->fn, r->dir, r->lo, (int)(r->hi - r->lo), MPI_BYTE);
         owner_add(r);
     }
+    if (!r->active) {
+        r->started_fn = (short)fn;
+        r->site = site;
+        keep_copy(r);
+        if (r->shadow) {
+            memcpy(r->shadow, r->lo, (size_t)(r->hi - r->lo));
+            poison((char *)r->lo, (size_t)(r->hi - r->lo));
+        }
+    }
     r->active = 1;
     if (r->dir == 'S') {
         xti_count_sent(r->fn, r->peer, r->tag, r->bytes, r->comm);
@@ -211,12 +346,51 @@ void xti_request_started(MPI_Request h)
     }
 }
 
-const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes)
+/* "MPI_Isend(to 1, tag 0, 64 B{, posted at |site})": a request as reports name it. */
+static void describe(const request *r, char *out, size_t cap)
+{
+    char at[600];
+    site_token(", posted at ", r->site, at, sizeof at);
+    if (r->dir == 'C')
+        snprintf(out, cap, "%s(%ld B%s)", xti_fn_name[r->started_fn], r->bytes, at);
+    else
+        snprintf(out, cap, "%s(%s %d, tag %d, %ld B%s)", xti_fn_name[r->started_fn],
+                 r->dir == 'S' ? "to" : "from", r->peer, r->tag, r->bytes, at);
+}
+
+/* A send's buffer against its copy from the start: INFLIGHT where a byte changed. */
+static void check_unchanged(request *r, int fn, const void *site)
+{
+    size_t n = (size_t)(r->hi - r->lo), i = 0;
+    if (!r->copy || inflight_noted)
+        return;
+    while (i < n && r->lo[i] == r->copy[i])
+        i++;
+    if (i == n)
+        return;
+    inflight_noted = 1;
+    char what[800], at[600];
+    describe(r, what, sizeof what);
+    site_token(" at ", site, at, sizeof at);
+    /* INFLIGHT: a RULE reported before the values, which it may have spoiled. */
+    xti_note("INFLIGHT",
+             "%s: its buffer changed (first at byte %zu of %zu) before the request completed "
+             "(in %s%s): a send buffer belongs to MPI until its request completes, however fast "
+             "a small message leaves, so each message in flight needs a buffer of its own",
+             what, i, n, xti_fn_name[fn], at);
+}
+
+const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes, int fn,
+                                 const void *site)
 {
     request *r = req_find(h);
     if (!r || !r->active)
         return NULL;
     const void *into = NULL;
+    if (r->dir == 'S')
+        check_unchanged(r, fn, site);
+    if (r->shadow) /* the message, or the buffer as it was (cancelled, shorter) */
+        memcpy((char *)r->lo, r->shadow, (size_t)(r->hi - r->lo));
     if (r->dir == 'R') {
         xti_count_recv(r->fn, st, r->comm);
         into = r->lo;
@@ -225,16 +399,34 @@ const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes
     if (r->persistent) {
         r->active = 0;
         owner_drop(h);
-    } else
+    } else {
+        free(r->copy);
+        free(r->shadow);
         req_remove(r);
+    }
     return into;
 }
 
 void xti_request_freed(MPI_Request h)
 {
     request *r = req_find(h);
-    if (r)
-        req_remove(r);
+    if (!r)
+        return;
+    if (r->active) {
+        char what[800];
+        describe(r, what, sizeof what);
+        /* FREED: a RULE. The shadow is MPI's until the message lands, whenever that is. */
+        xti_note("FREED",
+                 "%s: MPI_Request_free freed its request before it completed, so nothing "
+                 "tells when %s; complete every request with MPI_Wait or MPI_Test",
+                 what,
+                 r->dir == 'S'   ? "its buffer may change or the message has arrived"
+                 : r->dir == 'R' ? "its buffer holds the message"
+                                 : "its buffers are the program's again");
+    } else
+        free(r->shadow);
+    free(r->copy);
+    req_remove(r);
 }
 
 int xti_receives_pending(long *bytes)
@@ -295,10 +487,12 @@ void xti_check_pending_requests(void)
                      "call needs its MPI_Wait/MPI_Test before the function returns",
                      xti_fn_name[r->fn], what, r->peer, r->tag, r->bytes);
     }
-    /* Whatever is left belongs to a finished case. */
+    /* Whatever is left belongs to a finished case (a pending receive's shadow stays MPI's). */
     for (size_t i = 0; i < cap_reqs; i++)
-        if (reqs[i].used && !reqs[i].persistent)
+        if (reqs[i].used && !reqs[i].persistent) {
+            free(reqs[i].copy);
             reqs[i].used = 0;
+        }
     n_reqs = 0;
     n_owners = 0;
     for (size_t i = 0; i < cap_reqs; i++) {
@@ -306,5 +500,5 @@ void xti_check_pending_requests(void)
         if (reqs[i].used && reqs[i].active)
             owner_add(&reqs[i]);
     }
-    reuse_noted = 0; /* the next case gets its own note */
+    reuse_noted = inflight_noted = 0; /* the next case gets its own notes */
 }

@@ -355,11 +355,32 @@ void xti_watch_recv(const void *buf, int count, MPI_Datatype dt, int peer); /* c
 void xti_watch_fold(const void *buf, int count, MPI_Datatype dt);
 
 /* requests.c */
+/* What fills a pending receive's buffer in strict mode, every 4 bytes: a quiet NaN as a
+ * float, which arithmetic carries along; the grader names it (harness.RECV_POISON). */
+#define XTI_RECV_POISON 0x7fdeadeeu
+/* Strict mode's buffers in flight (xt_strict_send): a send buffer checked unchanged at
+ * completion (INFLIGHT), a receive made into a shadow while the user's buffer holds the
+ * poison, a request freed while active noted (FREED). */
+void xti_requests_strict(int on);
+/* Where MPI should receive (buf, count, dt): in strict mode a shadow of its bytes, *shadow,
+ * for xti_request_add (started: the receive starts now, so the buffer is copied into the
+ * shadow and poisoned; else a persistent receive's, done at each start); else buf itself,
+ * *shadow NULL. xti_shadow_undo gives the buffer back when the call failed. */
+void *xti_shadow_open(void *buf, int count, MPI_Datatype dt, int started, char **shadow);
+void xti_shadow_undo(void *buf, int count, MPI_Datatype dt, int started, char *shadow);
+/* A code address as a backtrace names it, "module(symbol+0xoff)", for the grader to turn into
+ * file:line; "" when unknown. */
+void xti_site_format(const void *addr, char *out, size_t cap);
+/* site: where the exercise started it (the MPI call's return address). */
 void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, char comm,
-                     int persistent, const void *buf, int count, MPI_Datatype dt);
-void xti_request_started(MPI_Request h); /* a persistent request's start: counts a send */
-/* Counts a completed receive and returns its buffer (*bytes long); NULL for anything else. */
-const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes);
+                     int persistent, const void *buf, int count, MPI_Datatype dt, char *shadow,
+                     const void *site);
+/* A persistent request's start, by fn at site: counts a send. */
+void xti_request_started(MPI_Request h, int fn, const void *site);
+/* Counts a completed receive and returns its buffer (*bytes long); NULL for anything else.
+ * fn at site completed it. */
+const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes, int fn,
+                                 const void *site);
 void xti_request_freed(MPI_Request h);
 void xti_request_show(const MPI_Request *hs, int n); /* what a wait waits for, to call.c */
 /* The receives started and not yet complete (MPI_PROC_NULL's aside), and their bytes. */

@@ -304,6 +304,23 @@ def fmt_value(v):
 
 # The float that fills fresh memory of the emulated device (common/cuda_emu.cpp, FRESH).
 EMU_FRESH = 0x7fdead00
+# What fills a pending receive's buffer in strict mode, every 4 bytes (common/xt_internal.h,
+# XTI_RECV_POISON): the message lands there only when its request completes.
+RECV_POISON = 0x7fdeadee
+
+
+def is_recv_poison(value):
+    """Whether one element (a NumPy scalar of any dtype) holds the receive poison: its bytes,
+    a float32 poison widened to float64, or 8 bytes of it."""
+    raw = np.asarray(value).reshape(1)
+    if raw.itemsize == 4:
+        return int(raw.view("u4")[0]) == RECV_POISON
+    if raw.itemsize == 8:
+        if int(raw.view("u8")[0]) == (RECV_POISON << 32) | RECV_POISON:
+            return True
+        if raw.dtype == np.float64 and np.isnan(raw[0]):
+            return int(raw.astype(np.float32).view("u4")[0]) == RECV_POISON
+    return False
 
 
 def compare(name, expected, got, tol, rank, locate=None):
@@ -341,10 +358,14 @@ def compare(name, expected, got, tol, rank, locate=None):
     msg = (f"rank {rank} '{name}'{where} expected {fmt_value(expected.flat[idx])} "
            f"got {fmt_value(got.flat[idx])} ({nbad} of {expected.size} wrong, "
            f"max error {fmt_value(maxerr)})")
-    if spec.is_float(e.dtype) and np.isnan(g.flat[idx]) and not np.isnan(e.flat[idx]):
+    raw = np.ascontiguousarray(got).reshape(-1)[idx:idx + 1]
+    if is_recv_poison(raw):
+        msg += ("; this value is the poison of a receive buffer read before its wait: a "
+                "nonblocking receive's buffer holds the message only once MPI_Wait or MPI_Test "
+                "completes it")
+    elif spec.is_float(e.dtype) and np.isnan(g.flat[idx]) and not np.isnan(e.flat[idx]):
         # libxt's xt_free fills a block with 0xff bytes, a NaN as float or double; the
         # NaN of arithmetic (inf - inf, 0 x inf) has other bits.
-        raw = np.ascontiguousarray(got).reshape(-1)[idx:idx + 1]
         if raw.view(f"u{raw.itemsize}")[0] == (1 << 8 * raw.itemsize) - 1:
             msg += "; freed xt_alloc memory reads as NaN: is a buffer read after its xt_free?"
         elif raw.itemsize == 4 and raw.view("u4")[0] == EMU_FRESH:
@@ -411,6 +432,25 @@ def short_backtrace(lines, binary, source):
             if where.startswith(source + ":"):
                 frames.append(f"{func}() at {where}")
     return frames
+
+
+# What libxt notes of a case's requests (common/requests.c), each a RULE.
+REQUEST_NOTES = ("RACE", "PENDING", "INFLIGHT", "FREED")
+# A code address in a note, "{prefix|module(symbol+0xoff)}" (requests.c, site_token).
+SITE = re.compile(r"\{([^{}|]*)\|([^{}]*)\}")
+
+
+def resolve_sites(text, binary, source):
+    """A note with each code address as prefix + source:line where it lies in the exercise's
+    own file, or without it where it does not (libxt's code, an unknown address)."""
+    def one(m):
+        frame = re.fullmatch(r"(.*)\((\w*)\+(0x[0-9a-f]+)\)", m.group(2))
+        if frame and os.path.basename(frame.group(1)) == os.path.basename(binary):
+            for _, where in where_in_source(binary, frame.group(2), frame.group(3)):
+                if where.startswith(source + ":"):
+                    return m.group(1) + where
+        return ""
+    return SITE.sub(one, text)
 
 
 def where_in_source(binary, func, off):
@@ -803,11 +843,13 @@ class Runner:
                     if kind == "WRONG":
                         return Failure("WRONG", case, [f"{label}: rank {r} {text}"],
                                        memory_damage=bool(ZONE_NOTE.match(text)))
-            # A buffer used while a request owned it, or a request never completed: a
-            # RULE that explains wrong values, so it is reported before them.
+            # A buffer used while a request owned it, a send buffer changed in flight, a
+            # request never completed or freed active: a RULE that explains wrong values,
+            # so it is reported before them.
             for r, rec in enumerate(group):
                 for kind, text in rec.notes:
-                    if kind in ("RACE", "PENDING"):
+                    if kind in REQUEST_NOTES:
+                        text = resolve_sites(text, self.ex.binary, self.ex.source)
                         return Failure("RULE", case, [f"{label}: rank {r} {text}"])
             if test.files:
                 broken = test.files(case, inp, outputs_of(cdir, g, case.np),

@@ -373,4 +373,9 @@ def main():
 
 
 if __name__ == "__main__":
+    # Under a python without NumPy, start again under one with it now, before the pool forks:
+    # a worker that did so itself would become a second runner, and the pool would replace it
+    # again and again.
+    import needs
+    needs.numpy()
     sys.exit(main())

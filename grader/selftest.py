@@ -353,11 +353,23 @@ def test_heap_damage(s):
              "finds the write", ok, lines + tail(r.output, 8))
 
 
+TEST_CASES = os.path.join("build", "common", "tests", "test_cases")
+TEST_CASES_SOURCE = os.path.join("common", "tests", "test_cases.c")
+
+
+def source_line(text, nth=1):
+    """The line number of the nth line of test_cases.c that holds text."""
+    with open(TEST_CASES_SOURCE) as f:
+        found = [i for i, ln in enumerate(f, 1) if text in ln]
+    return found[nth - 1] if len(found) >= nth else 0
+
+
 def test_cases(s):
     d = fresh("cases")
     plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
             (2, "pending"), (4, "world"), (1, "note"), (2, "peek"), (1, "nullout"),
-            (2, "reuse"), (2, "print"), (2, "stage")]
+            (2, "reuse"), (2, "print"), (2, "stage"), (2, "inflight"), (2, "early"),
+            (2, "freed")]
     stage_calls = [("F", 0, 0), ("F", 0, 1), ("F", 1, 0), ("F", 1, 1), ("B", 0, 1), ("B", 0, 0),
                    ("I", 1, 1), ("I", 1, 0), ("W", 1, 0), ("W", 1, 1)]
     with open(os.path.join(d, "cases.txt"), "w") as f:
@@ -402,6 +414,27 @@ def test_cases(s):
                 if fn == "reuse" and rank == 1:
                     expect = ("RACE MPI_Irecv received into memory that MPI_Irecv(from 0, "
                               "tag 0) still owns")
+                if fn in ("inflight", "freed") and rank == 0:
+                    # Code addresses resolved as a report resolves them: the lines of the calls.
+                    notes = harness.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
+                    at = f"at {TEST_CASES_SOURCE}:"
+                    expect = (f"INFLIGHT MPI_Isend(to 1, tag 0, 256 B, posted "
+                              f"{at}{source_line('MPI_Isend(v, 64')}): its buffer changed (first "
+                              "at byte 12 of 256) before the request completed (in MPI_Wait "
+                              f"{at}{source_line('MPI_Wait(&r, MPI_STATUS_IGNORE);')})"
+                              if fn == "inflight" else
+                              f"FREED MPI_Isend(to 1, tag 0, 4 B, posted "
+                              f"{at}{source_line('MPI_Isend(&v, 1, MPI_INT, 1, 0, comm, &r);', 2)}"
+                              "): MPI_Request_free freed its request before it completed")
+                if fn == "early" and rank == 1:
+                    early = np.load(os.path.join(d, f"c{k}", f"g{g}.r1.early.npy"))
+                    late = np.load(os.path.join(d, f"c{k}", f"g{g}.r1.late.npy"))
+                    if not all(harness.is_recv_poison(v) for v in early):
+                        problems.append(f"case {k} (early): the buffer read before the wait "
+                                        f"holds {list(early)}, not the receive poison")
+                    if list(late) != [5, 6, 7, 4]:
+                        problems.append(f"case {k} (early): after the wait the buffer holds "
+                                        f"{list(late)}, not the 3 received and the 4th as it was")
                 if expect and expect not in notes:
                     problems.append(f"case {k} ({fn}) rank {rank}: notes '{notes}' lack '{expect}'")
                 if not expect and notes:

@@ -7,6 +7,10 @@
  *   modify     changes its const input
  *   pending    rank 0 starts a send to rank 1 and never waits for it
  *   reuse      rank 1 posts two receives into one buffer (rank 0 sends two)
+ *   inflight   rank 0 changes the buffer of its MPI_Isend to rank 1 before waiting
+ *   early      rank 1 copies its MPI_Irecv's buffer before the wait ('early') and after
+ *              it ('late'): the receive poison, then the message
+ *   freed      rank 0 frees its MPI_Isend's request with MPI_Request_free
  *   world      all-reduces its rank over MPI_COMM_WORLD instead of its comm
  *   note       leaves a remark for the grader
  *   peek       tries to read rank 0's input file directly (refused in case mode)
@@ -78,6 +82,42 @@ static void run_case(xt_case *c)
         }
         if (rank < 2)
             MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+    }
+    if (xt_case_is(c, "inflight") && np > 1) {
+        int v[64] = {0};
+        if (rank == 0) {
+            MPI_Request r;
+            MPI_Isend(v, 64, MPI_INT, 1, 0, comm, &r);
+            v[3] = 7;
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            MPI_Recv(v, 64, MPI_INT, 0, 0, comm, MPI_STATUS_IGNORE);
+        }
+    }
+    if (xt_case_is(c, "early") && np > 1) {
+        int32_t w[4] = {1, 2, 3, 4}, sent[3] = {5, 6, 7}, early[4], late[4];
+        if (rank == 0)
+            MPI_Send(sent, 3, MPI_INT, 1, 0, comm);
+        else if (rank == 1) {
+            MPI_Request r;
+            MPI_Irecv(w, 4, MPI_INT, 0, 0, comm, &r); /* 3 of 4 arrive; w[3] stays 4 */
+            memcpy(early, w, sizeof w);
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
+            memcpy(late, w, sizeof w);
+            xt_case_output(c, "early", early, XT_I32, 4);
+            xt_case_output(c, "late", late, XT_I32, 4);
+        }
+    }
+    if (xt_case_is(c, "freed") && np > 1) {
+        int v = 1;
+        if (rank == 0) {
+            MPI_Request r;
+            MPI_Isend(&v, 1, MPI_INT, 1, 0, comm, &r);
+            MPI_Request_free(&r);
+        } else if (rank == 1) {
+            MPI_Recv(&v, 1, MPI_INT, 0, 0, comm, MPI_STATUS_IGNORE);
+        }
+        MPI_Barrier(comm); /* v outlives the send */
     }
     if (xt_case_is(c, "world")) {
         int me = rank, sum = 0;
