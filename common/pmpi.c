@@ -238,18 +238,28 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_C
 int MPI_Start(MPI_Request *req)
 {
     int outer = enter(FN(MPI_Start), -1, -1, 0, MPI_COMM_NULL);
+    if (outer)
+        xti_request_starting(*req, FN(MPI_Start), outer_call.site);
+    MPI_Request h = *req;
     int rc = PMPI_Start(req);
     if (outer && rc == MPI_SUCCESS)
-        xti_request_started(*req, FN(MPI_Start), outer_call.site);
+        xti_request_started(*req);
+    else if (outer)
+        xti_request_start_failed(h);
     return leave(rc);
 }
 
 int MPI_Startall(int n, MPI_Request reqs_[])
 {
     int outer = enter(FN(MPI_Startall), -1, -1, 0, MPI_COMM_NULL);
+    for (int i = 0; outer && i < n; i++)
+        xti_request_starting(reqs_[i], FN(MPI_Startall), outer_call.site);
     int rc = PMPI_Startall(n, reqs_);
-    for (int i = 0; outer && rc == MPI_SUCCESS && i < n; i++)
-        xti_request_started(reqs_[i], FN(MPI_Startall), outer_call.site);
+    for (int i = 0; outer && i < n; i++)
+        if (rc == MPI_SUCCESS)
+            xti_request_started(reqs_[i]);
+        else
+            xti_request_start_failed(reqs_[i]);
     return leave(rc);
 }
 

@@ -320,7 +320,29 @@ static void req_remove(request *r)
     }
 }
 
-void xti_request_started(MPI_Request h, int fn, const void *site)
+void xti_request_starting(MPI_Request h, int fn, const void *site)
+{
+    request *r = req_find(h);
+    if (!r || r->active)
+        return;
+    r->started_fn = (short)fn;
+    r->site = site;
+    keep_copy(r);
+    /* Before MPI starts it: a message that lands during the start goes into the shadow. */
+    if (r->shadow) {
+        memcpy(r->shadow, r->lo, (size_t)(r->hi - r->lo));
+        poison((char *)r->lo, (size_t)(r->hi - r->lo));
+    }
+}
+
+void xti_request_start_failed(MPI_Request h)
+{
+    request *r = req_find(h);
+    if (r && !r->active && r->shadow)
+        memcpy((char *)r->lo, r->shadow, (size_t)(r->hi - r->lo));
+}
+
+void xti_request_started(MPI_Request h)
 {
     request *r = req_find(h);
     if (!r)
@@ -329,15 +351,6 @@ void xti_request_started(MPI_Request h, int fn, const void *site)
         /* Compare against the others before this one joins them. */
         xti_check_buffer_free(r->fn, r->dir, r->lo, (int)(r->hi - r->lo), MPI_BYTE);
         owner_add(r);
-    }
-    if (!r->active) {
-        r->started_fn = (short)fn;
-        r->site = site;
-        keep_copy(r);
-        if (r->shadow) {
-            memcpy(r->shadow, r->lo, (size_t)(r->hi - r->lo));
-            poison((char *)r->lo, (size_t)(r->hi - r->lo));
-        }
     }
     r->active = 1;
     if (r->dir == 'S') {

@@ -375,8 +375,11 @@ void xti_site_format(const void *addr, char *out, size_t cap);
 void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, char comm,
                      int persistent, const void *buf, int count, MPI_Datatype dt, char *shadow,
                      const void *site);
-/* A persistent request's start, by fn at site: counts a send. */
-void xti_request_started(MPI_Request h, int fn, const void *site);
+/* A persistent request's start by fn at site: starting, before MPI_Start (a receive's shadow
+ * made ready, a send's buffer copied), then started (counts a send), or start_failed. */
+void xti_request_starting(MPI_Request h, int fn, const void *site);
+void xti_request_started(MPI_Request h);
+void xti_request_start_failed(MPI_Request h);
 /* Counts a completed receive and returns its buffer (*bytes long); NULL for anything else.
  * fn at site completed it. */
 const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes, int fn,

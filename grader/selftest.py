@@ -369,7 +369,7 @@ def test_cases(s):
     plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
             (2, "pending"), (4, "world"), (1, "note"), (2, "peek"), (1, "nullout"),
             (2, "reuse"), (2, "print"), (2, "stage"), (2, "inflight"), (2, "early"),
-            (2, "freed")]
+            (2, "freed"), (2, "persistent")]
     stage_calls = [("F", 0, 0), ("F", 0, 1), ("F", 1, 0), ("F", 1, 1), ("B", 0, 1), ("B", 0, 0),
                    ("I", 1, 1), ("I", 1, 0), ("W", 1, 0), ("W", 1, 1)]
     with open(os.path.join(d, "cases.txt"), "w") as f:
@@ -426,15 +426,18 @@ def test_cases(s):
                               f"FREED MPI_Isend(to 1, tag 0, 4 B, posted "
                               f"{at}{source_line('MPI_Isend(&v, 1, MPI_INT, 1, 0, comm, &r);', 2)}"
                               "): MPI_Request_free freed its request before it completed")
-                if fn == "early" and rank == 1:
-                    early = np.load(os.path.join(d, f"c{k}", f"g{g}.r1.early.npy"))
-                    late = np.load(os.path.join(d, f"c{k}", f"g{g}.r1.late.npy"))
+                rounds = {"early": [("", [5, 6, 7, 4])],
+                          "persistent": [("", [5, 6, 7, 4]), ("2", [8, 9, 10, 4])]}
+                for i, want in rounds.get(fn, []) if rank == 1 else []:
+                    early = np.load(os.path.join(d, f"c{k}", f"g{g}.r1.early{i}.npy"))
+                    late = np.load(os.path.join(d, f"c{k}", f"g{g}.r1.late{i}.npy"))
                     if not all(harness.is_recv_poison(v) for v in early):
-                        problems.append(f"case {k} (early): the buffer read before the wait "
+                        problems.append(f"case {k} ({fn}): the buffer read before wait {i} "
                                         f"holds {list(early)}, not the receive poison")
-                    if list(late) != [5, 6, 7, 4]:
-                        problems.append(f"case {k} (early): after the wait the buffer holds "
-                                        f"{list(late)}, not the 3 received and the 4th as it was")
+                    if list(late) != want:
+                        problems.append(f"case {k} ({fn}): after wait {i} the buffer holds "
+                                        f"{list(late)}, not {want}: the 3 received and the "
+                                        "4th as it was")
                 if expect and expect not in notes:
                     problems.append(f"case {k} ({fn}) rank {rank}: notes '{notes}' lack '{expect}'")
                 if not expect and notes:

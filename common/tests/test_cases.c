@@ -11,6 +11,9 @@
  *   early      rank 1 copies its MPI_Irecv's buffer before the wait ('early') and after
  *              it ('late'): the receive poison, then the message
  *   freed      rank 0 frees its MPI_Isend's request with MPI_Request_free
+ *   persistent 'early' and 'late' again, through MPI_Recv_init and MPI_Start, twice
+ *              ('early2', 'late2' the second time): a message that lands during the
+ *              start is the message
  *   world      all-reduces its rank over MPI_COMM_WORLD instead of its comm
  *   note       leaves a remark for the grader
  *   peek       tries to read rank 0's input file directly (refused in case mode)
@@ -106,6 +109,26 @@ static void run_case(xt_case *c)
             memcpy(late, w, sizeof w);
             xt_case_output(c, "early", early, XT_I32, 4);
             xt_case_output(c, "late", late, XT_I32, 4);
+        }
+    }
+    if (xt_case_is(c, "persistent") && np > 1) {
+        int32_t w[4] = {1, 2, 3, 4}, sent[2][3] = {{5, 6, 7}, {8, 9, 10}}, got[4][4];
+        if (rank == 0) {
+            MPI_Send(sent[0], 3, MPI_INT, 1, 0, comm);
+            MPI_Send(sent[1], 3, MPI_INT, 1, 0, comm);
+        } else if (rank == 1) {
+            MPI_Request r;
+            MPI_Recv_init(w, 4, MPI_INT, 0, 0, comm, &r);
+            for (int i = 0; i < 2; i++) {
+                MPI_Start(&r);
+                memcpy(got[2 * i], w, sizeof w);
+                MPI_Wait(&r, MPI_STATUS_IGNORE);
+                memcpy(got[2 * i + 1], w, sizeof w);
+            }
+            MPI_Request_free(&r);
+            const char *names[4] = {"early", "late", "early2", "late2"};
+            for (int i = 0; i < 4; i++)
+                xt_case_output(c, names[i], got[i], XT_I32, 4);
         }
     }
     if (xt_case_is(c, "freed") && np > 1) {
