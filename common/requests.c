@@ -49,6 +49,7 @@ typedef struct {
     char *copy;          /* strict: a send buffer's bytes when started */
     char *shadow;        /* strict: what MPI receives into, for a receive's [lo, hi) */
     const void *site;    /* where it was started (a return address), for reports */
+    xti_coll_bufs *coll; /* strict: a nonblocking collective's buffers (see below) */
 } request;
 static request *reqs;
 static size_t cap_reqs, n_reqs;
@@ -266,10 +267,23 @@ static void keep_copy(request *r)
         memcpy(r->copy, r->lo, n);
 }
 
+static void req_remove(request *r);
+
 void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, char comm,
                      int persistent, const void *buf, int count, MPI_Datatype dt, char *shadow,
                      const void *site)
 {
+    request *same = req_find(h);
+    if (same && same->active && !same->persistent) {
+        /* MPI hands out a handle again only once its request is complete: Open MPI gives
+         * every nonblocking collective on one rank the same, already complete request. */
+        if (same->shadow)
+            memcpy((char *)same->lo, same->shadow, (size_t)(same->hi - same->lo));
+        xti_coll_end(same->coll);
+        free(same->shadow);
+        free(same->copy);
+        req_remove(same);
+    }
     if (h == MPI_REQUEST_NULL)
         return;
     if (2 * (n_reqs + 1) > cap_reqs) {
@@ -359,6 +373,141 @@ void xti_request_started(MPI_Request h)
     }
 }
 
+/*
+ * A nonblocking collective's buffers in strict mode, as blocks: those it sends from, copied
+ * when it starts and compared when it completes; those it receives into, made into one
+ * shadow of their span (holes between blocks stay the program's), the blocks poisoned and
+ * copied back at completion. With MPI_IN_PLACE the input sits in the receive blocks, and so
+ * in the shadow, where MPI reads it.
+ */
+typedef struct {
+    const char *lo, *hi;
+} block;
+
+struct xti_coll_bufs {
+    block *send, *recv;
+    int n_send, n_recv, cap_send, cap_recv;
+    int recv_holes; /* a receive block of a datatype with holes: no shadow at all */
+    char *copy;     /* the send blocks' bytes, one after another */
+    char *shadow;   /* [recv_lo, recv_hi) */
+    const char *recv_lo, *recv_hi;
+};
+
+xti_coll_bufs *xti_coll_new(void)
+{
+    if (!strict_buffers)
+        return NULL;
+    xti_coll_bufs *cb = calloc(1, sizeof *cb);
+    return cb;
+}
+
+static void add_block(block **bs, int *n, int *cap, const char *lo, const char *hi)
+{
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 8;
+        *bs = realloc(*bs, (size_t)*cap * sizeof **bs);
+        XT_CHECK(*bs, "out of memory for a collective's buffers");
+    }
+    (*bs)[(*n)++] = (block){lo, hi};
+}
+
+/* The block of (count, dt) at displacement disp (in dt's extents) from buf. */
+static int block_of(const void *buf, MPI_Aint disp, int count, MPI_Datatype dt, const char **lo,
+                    const char **hi)
+{
+    MPI_Aint lb, extent;
+    *lo = *hi = NULL;
+    if (!buf || buf == MPI_IN_PLACE || count <= 0 ||
+        PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS)
+        return 0;
+    span((const char *)buf + disp * extent, count, dt, lo, hi);
+    return *lo != *hi && dense(count, dt, *lo, *hi);
+}
+
+void xti_coll_send(xti_coll_bufs *cb, const void *buf, MPI_Aint disp, int count, MPI_Datatype dt)
+{
+    const char *lo, *hi;
+    if (cb && block_of(buf, disp, count, dt, &lo, &hi))
+        add_block(&cb->send, &cb->n_send, &cb->cap_send, lo, hi);
+}
+
+void xti_coll_recv(xti_coll_bufs *cb, const void *buf, MPI_Aint disp, int count, MPI_Datatype dt)
+{
+    const char *lo, *hi;
+    if (!cb || !buf || buf == MPI_IN_PLACE || count <= 0)
+        return;
+    if (!block_of(buf, disp, count, dt, &lo, &hi)) {
+        cb->recv_holes |= lo != hi;
+        return;
+    }
+    add_block(&cb->recv, &cb->n_recv, &cb->cap_recv, lo, hi);
+    if (!cb->recv_lo || lo < cb->recv_lo)
+        cb->recv_lo = lo;
+    if (!cb->recv_hi || hi > cb->recv_hi)
+        cb->recv_hi = hi;
+}
+
+void *xti_coll_start(xti_coll_bufs *cb, void *r)
+{
+    if (!cb)
+        return r;
+    size_t total = 0;
+    for (int i = 0; i < cb->n_send; i++)
+        total += (size_t)(cb->send[i].hi - cb->send[i].lo);
+    cb->copy = total ? malloc(total) : NULL;
+    for (size_t at = 0, i = 0; cb->copy && i < (size_t)cb->n_send; i++) {
+        size_t n = (size_t)(cb->send[i].hi - cb->send[i].lo);
+        memcpy(cb->copy + at, cb->send[i].lo, n);
+        at += n;
+    }
+    if (!cb->n_recv || cb->recv_holes || !r)
+        return r;
+    cb->shadow = malloc((size_t)(cb->recv_hi - cb->recv_lo));
+    if (!cb->shadow)
+        return r;
+    for (int i = 0; i < cb->n_recv; i++) {
+        size_t n = (size_t)(cb->recv[i].hi - cb->recv[i].lo);
+        memcpy(cb->shadow + (cb->recv[i].lo - cb->recv_lo), cb->recv[i].lo, n);
+    }
+    for (int i = 0; i < cb->n_recv; i++)
+        poison((char *)cb->recv[i].lo, (size_t)(cb->recv[i].hi - cb->recv[i].lo));
+    return cb->shadow + ((const char *)r - cb->recv_lo);
+}
+
+/* The receive blocks as MPI left them in the shadow (the message, or the input of MPI_IN_PLACE
+ * where it failed), and everything freed. */
+void xti_coll_end(xti_coll_bufs *cb)
+{
+    if (!cb)
+        return;
+    for (int i = 0; cb->shadow && i < cb->n_recv; i++)
+        memcpy((char *)cb->recv[i].lo, cb->shadow + (cb->recv[i].lo - cb->recv_lo),
+               (size_t)(cb->recv[i].hi - cb->recv[i].lo));
+    free(cb->send);
+    free(cb->recv);
+    free(cb->copy);
+    free(cb->shadow);
+    free(cb);
+}
+
+/* The first byte of the send blocks that differs from the copy, as (*at of *total); 0 if none. */
+static int coll_send_changed(const xti_coll_bufs *cb, size_t *at, size_t *total)
+{
+    *at = *total = 0;
+    int changed = 0;
+    for (int i = 0; cb->copy && i < cb->n_send; i++) {
+        size_t n = (size_t)(cb->send[i].hi - cb->send[i].lo);
+        const char *was = cb->copy + *total;
+        for (size_t j = 0; !changed && j < n; j++)
+            if (cb->send[i].lo[j] != was[j]) {
+                changed = 1;
+                *at = *total + j;
+            }
+        *total += n;
+    }
+    return changed;
+}
+
 /* "MPI_Isend(to 1, tag 0, 64 B{, posted at |site})": a request as reports name it. */
 static void describe(const request *r, char *out, size_t cap)
 {
@@ -371,26 +520,44 @@ static void describe(const request *r, char *out, size_t cap)
                  r->dir == 'S' ? "to" : "from", r->peer, r->tag, r->bytes, at);
 }
 
-/* A send's buffer against its copy from the start: INFLIGHT where a byte changed. */
+/* A send's buffer (a collective's send blocks) against its copy from the start: INFLIGHT
+ * where a byte changed. */
 static void check_unchanged(request *r, int fn, const void *site)
 {
-    size_t n = (size_t)(r->hi - r->lo), i = 0;
-    if (!r->copy || inflight_noted)
+    size_t n = 0, i = 0;
+    if (inflight_noted)
         return;
-    while (i < n && r->lo[i] == r->copy[i])
-        i++;
-    if (i == n)
-        return;
+    if (r->coll) {
+        if (!coll_send_changed(r->coll, &i, &n))
+            return;
+    } else {
+        if (!r->copy)
+            return;
+        n = (size_t)(r->hi - r->lo);
+        while (i < n && r->lo[i] == r->copy[i])
+            i++;
+        if (i == n)
+            return;
+    }
     inflight_noted = 1;
     char what[800], at[600];
     describe(r, what, sizeof what);
     site_token(" at ", site, at, sizeof at);
     /* INFLIGHT: a RULE reported before the values, which it may have spoiled. */
     xti_note("INFLIGHT",
-             "%s: its buffer changed (first at byte %zu of %zu) before the request completed "
+             "%s: its %sbuffer changed (first at byte %zu of %zu) before the request completed "
              "(in %s%s): a send buffer belongs to MPI until its request completes, however fast "
              "a small message leaves, so each message in flight needs a buffer of its own",
-             what, i, n, xti_fn_name[fn], at);
+             what, r->coll ? "send " : "", i, n, xti_fn_name[fn], at);
+}
+
+void xti_request_coll(MPI_Request h, xti_coll_bufs *cb)
+{
+    request *r = req_find(h);
+    if (r)
+        r->coll = cb;
+    else
+        xti_coll_end(cb);
 }
 
 const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes, int fn,
@@ -400,8 +567,10 @@ const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes
     if (!r || !r->active)
         return NULL;
     const void *into = NULL;
-    if (r->dir == 'S')
+    if (r->dir == 'S' || r->coll)
         check_unchanged(r, fn, site);
+    xti_coll_end(r->coll);
+    r->coll = NULL;
     if (r->shadow) /* the message, or the buffer as it was (cancelled, shorter) */
         memcpy((char *)r->lo, r->shadow, (size_t)(r->hi - r->lo));
     if (r->dir == 'R') {

@@ -368,6 +368,19 @@ void xti_requests_strict(int on);
  * *shadow NULL. xti_shadow_undo gives the buffer back when the call failed. */
 void *xti_shadow_open(void *buf, int count, MPI_Datatype dt, int started, char **shadow);
 void xti_shadow_undo(void *buf, int count, MPI_Datatype dt, int started, char *shadow);
+/* A nonblocking collective's buffers in strict mode (requests.c): NULL when not strict, and
+ * then every call below does nothing (start returns r). The send and receive blocks are
+ * (count, dt) at disp extents from buf; start copies the send blocks and returns where MPI
+ * should receive what belongs at r (a shadow, r's blocks poisoned); xti_request_coll hands it
+ * to the request, whose completion checks the copy and fills r; xti_coll_end, where the call
+ * failed, gives r back. */
+typedef struct xti_coll_bufs xti_coll_bufs;
+xti_coll_bufs *xti_coll_new(void);
+void xti_coll_send(xti_coll_bufs *cb, const void *buf, MPI_Aint disp, int count, MPI_Datatype dt);
+void xti_coll_recv(xti_coll_bufs *cb, const void *buf, MPI_Aint disp, int count, MPI_Datatype dt);
+void *xti_coll_start(xti_coll_bufs *cb, void *r);
+void xti_coll_end(xti_coll_bufs *cb);
+void xti_request_coll(MPI_Request h, xti_coll_bufs *cb);
 /* A code address as a backtrace names it, "module(symbol+0xoff)", for the grader to turn into
  * file:line; "" when unknown. */
 void xti_site_format(const void *addr, char *out, size_t cap);

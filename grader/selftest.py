@@ -369,7 +369,7 @@ def test_cases(s):
     plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
             (2, "pending"), (4, "world"), (1, "note"), (2, "peek"), (1, "nullout"),
             (2, "reuse"), (2, "print"), (2, "stage"), (2, "inflight"), (2, "early"),
-            (2, "freed"), (2, "persistent")]
+            (2, "freed"), (2, "persistent"), (1, "icoll"), (4, "icoll"), (2, "icoll_sent")]
     stage_calls = [("F", 0, 0), ("F", 0, 1), ("F", 1, 0), ("F", 1, 1), ("B", 0, 1), ("B", 0, 0),
                    ("I", 1, 1), ("I", 1, 0), ("W", 1, 0), ("W", 1, 1)]
     with open(os.path.join(d, "cases.txt"), "w") as f:
@@ -426,6 +426,25 @@ def test_cases(s):
                               f"FREED MPI_Isend(to 1, tag 0, 4 B, posted "
                               f"{at}{source_line('MPI_Isend(&v, 1, MPI_INT, 1, 0, comm, &r);', 2)}"
                               "): MPI_Request_free freed its request before it completed")
+                if fn == "icoll_sent" and rank == 0:
+                    notes = harness.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
+                    expect = (f"INFLIGHT MPI_Ialltoall(8 B, posted at {TEST_CASES_SOURCE}:"
+                              f"{source_line('MPI_Ialltoall(s, 1')}): its send buffer changed "
+                              "(first at byte 4 of 8) before the request completed (in MPI_Wait "
+                              f"at {TEST_CASES_SOURCE}:{source_line('MPI_Wait(&req,')})")
+                if fn == "icoll":
+                    arrays = [np.load(os.path.join(d, f"c{k}", f"g{g}.r{rank}.{n}.npy"))
+                              for n in ("early", "late_a", "late_b")]
+                    got = [a.tolist() for a in arrays]
+                    n = np_ * (np_ + 1) // 2
+                    want = [[n, 2 * n, 3 * np_], [n - np_, np_]]
+                    # One rank: Open MPI completes both at once, with one request, so the
+                    # second start finishes the first and nothing is pending to read early.
+                    early_ok = np_ == 1 or all(harness.is_recv_poison(v) for v in arrays[0])
+                    if not early_ok or got[1:] != want:
+                        problems.append(f"case {k} (icoll, np={np_}) rank {rank}: before the "
+                                        f"wait {got[0]} (the poison?), after {got[1:]}, not "
+                                        f"{want}")
                 rounds = {"early": [("", [5, 6, 7, 4])],
                           "persistent": [("", [5, 6, 7, 4]), ("2", [8, 9, 10, 4])]}
                 for i, want in rounds.get(fn, []) if rank == 1 else []:

@@ -11,6 +11,9 @@
  *   early      rank 1 copies its MPI_Irecv's buffer before the wait ('early') and after
  *              it ('late'): the receive poison, then the message
  *   freed      rank 0 frees its MPI_Isend's request with MPI_Request_free
+ *   icoll      two in-place MPI_Iallreduce pending at once (on one rank Open MPI gives both
+ *              the same request): 'early' read before the wait, 'late_a', 'late_b' after
+ *   icoll_sent changes its MPI_Ialltoall's send buffer before the wait
  *   persistent 'early' and 'late' again, through MPI_Recv_init and MPI_Start, twice
  *              ('early2', 'late2' the second time): a message that lands during the
  *              start is the message
@@ -130,6 +133,25 @@ static void run_case(xt_case *c)
             for (int i = 0; i < 4; i++)
                 xt_case_output(c, names[i], got[i], XT_I32, 4);
         }
+    }
+    if (xt_case_is(c, "icoll")) {
+        int32_t a[3] = {rank + 1, 2 * (rank + 1), 3}, b[2] = {rank, 1}, early[3];
+        MPI_Request r[2];
+        MPI_Iallreduce(MPI_IN_PLACE, a, 3, MPI_INT, MPI_SUM, comm, &r[0]);
+        MPI_Iallreduce(MPI_IN_PLACE, b, 2, MPI_INT, MPI_SUM, comm, &r[1]);
+        memcpy(early, a, sizeof a);
+        MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+        xt_case_output(c, "early", early, XT_I32, 3);
+        xt_case_output(c, "late_a", a, XT_I32, 3);
+        xt_case_output(c, "late_b", b, XT_I32, 2);
+    }
+    if (xt_case_is(c, "icoll_sent")) {
+        int32_t s[8] = {0}, r[8];
+        MPI_Request req;
+        MPI_Ialltoall(s, 1, MPI_INT, r, 1, MPI_INT, comm, &req);
+        if (rank == 0)
+            s[np - 1] = 5;
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
     }
     if (xt_case_is(c, "freed") && np > 1) {
         int v = 1;
