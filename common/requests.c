@@ -551,6 +551,53 @@ static void check_unchanged(request *r, int fn, const void *site)
              what, r->coll ? "send " : "", i, n, xti_fn_name[fn], at);
 }
 
+/* The first byte of [lo, hi) that is not the poison poison() wrote there, or hi - lo. */
+static size_t poison_kept(const char *lo, const char *hi)
+{
+    const uint32_t word = XTI_RECV_POISON;
+    const char *w = (const char *)&word;
+    size_t n = (size_t)(hi - lo), i = 0;
+    while (i < n && lo[i] == w[i % sizeof word])
+        i++;
+    return i;
+}
+
+/* A receive's buffer (a collective's receive blocks) still all poison, as MPI left it while
+ * it received into the shadow: INFLIGHT where the program wrote to it. */
+static void check_untouched(request *r, int fn, const void *site)
+{
+    size_t n = 0, at = 0;
+    int written = 0;
+    if (inflight_noted)
+        return;
+    if (r->shadow) {
+        n = (size_t)(r->hi - r->lo);
+        at = poison_kept(r->lo, r->hi);
+        written = at < n;
+    } else if (r->coll && r->coll->shadow) {
+        for (int i = 0; i < r->coll->n_recv; i++) {
+            const block *b = &r->coll->recv[i];
+            size_t k = poison_kept(b->lo, b->hi);
+            if (!written && k < (size_t)(b->hi - b->lo)) {
+                written = 1;
+                at = n + k;
+            }
+            n += (size_t)(b->hi - b->lo);
+        }
+    }
+    if (!written)
+        return;
+    inflight_noted = 1;
+    char what[800], where[600];
+    describe(r, what, sizeof what);
+    site_token(" at ", site, where, sizeof where);
+    xti_note("INFLIGHT",
+             "%s: its receive buffer was written (first at byte %zu of %zu) before the request "
+             "completed (in %s%s): a receive buffer belongs to MPI until its request completes, "
+             "so use it, in place too, only after the wait",
+             what, at, n, xti_fn_name[fn], where);
+}
+
 void xti_request_coll(MPI_Request h, xti_coll_bufs *cb)
 {
     request *r = req_find(h);
@@ -569,6 +616,7 @@ const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes
     const void *into = NULL;
     if (r->dir == 'S' || r->coll)
         check_unchanged(r, fn, site);
+    check_untouched(r, fn, site);
     xti_coll_end(r->coll);
     r->coll = NULL;
     if (r->shadow) /* the message, or the buffer as it was (cancelled, shorter) */

@@ -369,7 +369,8 @@ def test_cases(s):
     plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
             (2, "pending"), (4, "world"), (1, "note"), (2, "peek"), (1, "nullout"),
             (2, "reuse"), (2, "print"), (2, "stage"), (2, "inflight"), (2, "early"),
-            (2, "freed"), (2, "persistent"), (1, "icoll"), (4, "icoll"), (2, "icoll_sent")]
+            (2, "freed"), (2, "persistent"), (1, "icoll"), (4, "icoll"), (2, "icoll_sent"),
+            (2, "written")]
     stage_calls = [("F", 0, 0), ("F", 0, 1), ("F", 1, 0), ("F", 1, 1), ("B", 0, 1), ("B", 0, 0),
                    ("I", 1, 1), ("I", 1, 0), ("W", 1, 0), ("W", 1, 1)]
     with open(os.path.join(d, "cases.txt"), "w") as f:
@@ -426,6 +427,13 @@ def test_cases(s):
                               f"FREED MPI_Isend(to 1, tag 0, 4 B, posted "
                               f"{at}{source_line('MPI_Isend(&v, 1, MPI_INT, 1, 0, comm, &r);', 2)}"
                               "): MPI_Request_free freed its request before it completed")
+                if fn == "written" and rank == 1:
+                    notes = harness.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
+                    expect = (f"INFLIGHT MPI_Irecv(from 0, tag 0, 16 B, posted at "
+                              f"{TEST_CASES_SOURCE}:{source_line('MPI_Irecv(w, 4', 2)}): its "
+                              "receive buffer was written (first at byte 4 of 16) before the "
+                              "request completed (in MPI_Wait at "
+                              f"{TEST_CASES_SOURCE}:{source_line('MPI_Wait(&r,', 4)})")
                 if fn == "icoll_sent" and rank == 0:
                     notes = harness.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
                     expect = (f"INFLIGHT MPI_Ialltoall(8 B, posted at {TEST_CASES_SOURCE}:"

@@ -11,6 +11,7 @@
  *   early      rank 1 copies its MPI_Irecv's buffer before the wait ('early') and after
  *              it ('late'): the receive poison, then the message
  *   freed      rank 0 frees its MPI_Isend's request with MPI_Request_free
+ *   written    rank 1 writes into its MPI_Irecv's buffer before the wait
  *   icoll      two in-place MPI_Iallreduce pending at once (on one rank Open MPI gives both
  *              the same request): 'early' read before the wait, 'late_a', 'late_b' after
  *   icoll_sent changes its MPI_Ialltoall's send buffer before the wait
@@ -132,6 +133,17 @@ static void run_case(xt_case *c)
             const char *names[4] = {"early", "late", "early2", "late2"};
             for (int i = 0; i < 4; i++)
                 xt_case_output(c, names[i], got[i], XT_I32, 4);
+        }
+    }
+    if (xt_case_is(c, "written") && np > 1) {
+        int32_t w[4] = {0};
+        if (rank == 0)
+            MPI_Send(w, 4, MPI_INT, 1, 0, comm);
+        else if (rank == 1) {
+            MPI_Request r;
+            MPI_Irecv(w, 4, MPI_INT, 0, 0, comm, &r);
+            w[1] = 9;
+            MPI_Wait(&r, MPI_STATUS_IGNORE);
         }
     }
     if (xt_case_is(c, "icoll")) {
