@@ -520,6 +520,21 @@ static void describe(const request *r, char *out, size_t cap)
                  r->dir == 'S' ? "to" : "from", r->peer, r->tag, r->bytes, at);
 }
 
+/* The INFLIGHT note (a RULE reported before the values, which it may have spoiled), once a
+ * case: "<request>: its <what> (first at byte <at> of <n>) before the request completed (in
+ * <fn> at <site>): <why>". */
+static void note_inflight(const request *r, const char *what, size_t at, size_t n, int fn,
+                          const void *site, const char *why)
+{
+    inflight_noted = 1;
+    char req[800], where[600];
+    describe(r, req, sizeof req);
+    site_token(" at ", site, where, sizeof where);
+    xti_note("INFLIGHT",
+             "%s: its %s (first at byte %zu of %zu) before the request completed (in %s%s): %s",
+             req, what, at, n, xti_fn_name[fn], where, why);
+}
+
 /* A send's buffer (a collective's send blocks) against its copy from the start: INFLIGHT
  * where a byte changed. */
 static void check_unchanged(request *r, int fn, const void *site)
@@ -539,16 +554,9 @@ static void check_unchanged(request *r, int fn, const void *site)
         if (i == n)
             return;
     }
-    inflight_noted = 1;
-    char what[800], at[600];
-    describe(r, what, sizeof what);
-    site_token(" at ", site, at, sizeof at);
-    /* INFLIGHT: a RULE reported before the values, which it may have spoiled. */
-    xti_note("INFLIGHT",
-             "%s: its %sbuffer changed (first at byte %zu of %zu) before the request completed "
-             "(in %s%s): a send buffer belongs to MPI until its request completes, however fast "
-             "a small message leaves, so each message in flight needs a buffer of its own",
-             what, r->coll ? "send " : "", i, n, xti_fn_name[fn], at);
+    note_inflight(r, r->coll ? "send buffer changed" : "buffer changed", i, n, fn, site,
+                  "a send buffer belongs to MPI until its request completes, however fast a "
+                  "small message leaves, so each message in flight needs a buffer of its own");
 }
 
 /* The first byte of [lo, hi) that is not the poison poison() wrote there, or hi - lo. */
@@ -587,15 +595,9 @@ static void check_untouched(request *r, int fn, const void *site)
     }
     if (!written)
         return;
-    inflight_noted = 1;
-    char what[800], where[600];
-    describe(r, what, sizeof what);
-    site_token(" at ", site, where, sizeof where);
-    xti_note("INFLIGHT",
-             "%s: its receive buffer was written (first at byte %zu of %zu) before the request "
-             "completed (in %s%s): a receive buffer belongs to MPI until its request completes, "
-             "so use it, in place too, only after the wait",
-             what, at, n, xti_fn_name[fn], where);
+    note_inflight(r, "receive buffer was written", at, n, fn, site,
+                  "a receive buffer belongs to MPI until its request completes, so use it, in "
+                  "place too, only after the wait");
 }
 
 void xti_request_coll(MPI_Request h, xti_coll_bufs *cb)
