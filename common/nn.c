@@ -83,6 +83,7 @@ void xti_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, con
     }
     if (m == 0 || n == 0)
         return;
+    xti_work_gemm(a, b, m, n);
     if (k == 0) { /* BLAS leaves C alone when k = 0 only with beta = 1 */
         for (long i = 0; i < m; i++)
             for (long j = 0; j < n; j++)

@@ -30,6 +30,8 @@
  *                                       it, and the exchanges (receives and
  *                                       nonblocking collectives) pending while
  *                                       it ran with their bytes
+ *     W experts 2 0 17                  rows multiplied through a watched weight (work.c):
+ *                                       the array, its block and part, the rows
  *     SD 12                             compute calls not logged (past the log's cap)
  *     END
  *
@@ -58,6 +60,7 @@ void xti_record_begin(void)
     xt_mpi_stats_reset();
     xt_mem_reset_peak();
     xti_notes_clear();
+    xti_work_begin();
     pairs_done[0] = pairs_done[1] = 0;
     n_calls = dropped_calls = n_stage_calls = n_attn_calls = n_expert_calls = 0;
     case_began = xti_now();
@@ -162,6 +165,7 @@ void xti_record_write(const char *path, double seconds)
     xti_counters_write(f);
     xti_notes_write(f);
     xti_mem_write(f);
+    xti_work_write(f);
     calls_write(f);
     fprintf(f, "END\n");
     XT_CHECK(fclose(f) == 0, "cannot write %s", path);

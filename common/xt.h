@@ -283,6 +283,14 @@ xt_array xt_case_input_const(xt_case *c, const char *name);
 void *xt_case_alloc(xt_case *c, const char *name, long count, xt_dtype dt);
 /* Writes this rank's output `name` for the grader to check. */
 void xt_case_output(xt_case *c, const char *name, const void *data, xt_dtype dt, long count);
+/*
+ * Watches a weight array handed to the program: `blocks` blocks of `block`
+ * floats from base, each of `parts` equal matrices. Every xt_gemm (and every
+ * libxt kernel built on it) that multiplies by one of them adds the rows it
+ * multiplied to that block and part, for the record (work.c).
+ */
+void xt_case_watch_weights(xt_case *c, const char *name, const float *base, long block, long blocks,
+                           int parts);
 /* Records a remark the grader turns into a failure (e.g. a bad return value). */
 void xt_case_note(xt_case *c, const char *fmt, ...) XT_PRINTF(2, 3);
 

@@ -436,6 +436,9 @@ extern volatile sig_atomic_t xt_debug_wait;
 
 /* record.c */
 void xti_record_begin(void); /* a case begins: counters, notes and memory peaks cleared */
+void xti_work_begin(void);                  /* work.c: the case's watched weights dropped */
+void xti_work_gemm(const float *a, const float *b, int m, int n);
+void xti_work_write(FILE *f);
 /* Writes counters, events, notes, memory and stage calls of the finished case. */
 void xti_record_write(const char *path, double seconds);
 /* A pipeline stage's call (op F, B, I, W or N) for the case's log: its micro-batch, chunk and

@@ -115,6 +115,7 @@ class Record:
     stages: list = dataclasses.field(default_factory=list)  # StageCall, in call order
     attn: list = dataclasses.field(default_factory=list)  # AttnCall, in call order
     experts: list = dataclasses.field(default_factory=list)  # ExpertCall, in call order
+    work: dict = dataclasses.field(default_factory=dict)  # (array, block, part) -> rows
     stages_dropped: int = 0  # compute calls past the log's cap, in no list
     complete: bool = False
 
@@ -182,6 +183,9 @@ def read_record(path):
             _, op, expert, tokens, start, end, before, pending, pbytes = line.split()
             rec.experts.append(ExpertCall(op, int(expert), int(tokens), float(start), float(end),
                                           int(before), int(pending), int(pbytes)))
+        elif line.startswith("W "):
+            _, name, block, part, rows = line.split()
+            rec.work[(name, int(block), int(part))] = int(rows)
         elif line.startswith("SD "):
             rec.stages_dropped = int(line.split()[1])
         elif line == "END":

@@ -40,7 +40,8 @@ float moe_forward(const float *x, const float *wr, const float *experts, int T, 
      * TODO: one MoE layer and its balance loss.
      *   logits = x Wr; xt_topk_route with renorm 0 (each weight is its chosen probability);
      *   y (T x d, arrives holding garbage) = sum_j w_tj expert_idx_tj(x_t), each expert a
-     *   SwiGLU (docs, "Conventions") computed on the tokens routed to it (maybe none).
+     *   SwiGLU (docs, "Conventions") on the tokens routed to it alone (maybe none), its
+     *   products through xt_gemm (the grader counts the rows each expert multiplies).
      *   Returns alpha E sum_i f_i P_i: f_i = (choices of expert i) / (k T), all k choices
      *   counted; P_i = the mean over the T tokens of probability i (0 when T = 0).
      *   No MPI call; xt_experts_forward/_backward are refused: the bank is this exercise.

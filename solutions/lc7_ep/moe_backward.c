@@ -45,7 +45,8 @@ void moe_backward(const float *x, const float *wr, const float *experts, const f
      *   forward had. dx (T x d, arrives holding garbage) overwritten: through the experts
      *   and through the router; dwr (d x E) and dexperts (every expert's, xt_expert_params'
      *   layout) +=. No gradient through f_i (a count). SwiGLU's backward by hand:
-     *   xt_swiglu_backward, xt_silu_backward and xt_experts_* are refused. No MPI call.
+     *   xt_swiglu_backward, xt_silu_backward and xt_experts_* are refused. Each expert
+     *   on its routed rows alone, its products through xt_gemm (rows counted). No MPI call.
      */
     // BEGIN SOLUTION
     long n = (long)T * k, per = xt_expert_params(d, ff);

@@ -43,7 +43,7 @@ import dataclasses
 
 import numpy as np
 
-from spec import test
+from spec import hinted, test
 from lectures.lc4_tp.tp import no_communication
 from lectures.lc7_ep import ep
 
@@ -152,6 +152,45 @@ def tolerance(case, inputs, name, rank):
 
 # ------------------------------------------------------------------- tests
 
+MATRICES = ("Wg", "Wu", "Wd")
+
+
+def routed_work(passes):
+    """Each expert multiplies only the tokens routed to it: every one of its matrices
+    (Wg, Wu, Wd) multiplies between 1 and `passes` times the expert's routed choices in
+    rows, counted in every xt_gemm (and libxt kernel built on it) whose operand is that
+    matrix (the case watches the experts array: work.c). passes = 1 in the forward
+    (exact: once), 2 in the backward (the recomputed forward and the backward's own)."""
+    def rule(case, inputs, records):
+        out = []
+        for r, rec in enumerate(records):
+            idx = ep.routing(case, inputs["x"][r], inputs["wr"])[0]
+            count = np.bincount(idx.reshape(-1), minlength=case["E"])
+            rows = np.array([[rec.work.get(("experts", e, m), 0) for m in range(3)]
+                             for e in range(case["E"])])
+            low, high = rows < count[:, None], rows > passes * count[:, None]
+            if not (low.any() or high.any()):
+                continue
+            e, m = np.argwhere(high if high.any() else low)[0]
+            times = "once" if passes == 1 else f"at most {passes} times"
+            text = (f"rank {r} multiplied {rows.sum()} token-rows through the experts' "
+                    f"matrices; its routing sends {count.sum()} choices, each through an "
+                    f"expert's 3 matrices {times} ({passes * 3 * count.sum()}): expert {e}'s "
+                    f"{MATRICES[m]} multiplied {rows[e, m]} rows, {count[e]} routed to it")
+            if high.any():
+                text += (". An expert computes only the tokens routed to it: every expert "
+                         "on every token, masked by the gates, does E/k times the work that "
+                         "routing exists to avoid")
+            else:
+                text += (". The experts' work is counted in xt_gemm (and libxt's kernels "
+                         "built on it), which the contract names: a product computed in a "
+                         "loop of one's own, or through a copy of the weights, is not seen")
+            out.append((r, text))
+        return out
+    return hinted(rule, "group the choices by expert and give each expert only its own rows "
+                        "(the count of its choices), each matrix through xt_gemm")
+
+
 RULES = [no_communication("one MoE layer", has_comm=False)]
 
 BANK = (r"^xt_experts_(forward|backward)$",
@@ -160,8 +199,8 @@ BANK = (r"^xt_experts_(forward|backward)$",
 
 
 @test("moe_forward", points=8, inputs=layer_inputs, reference=forward_reference,
-      tolerance=tolerance, label=ep.label, facets=facets, locate=locate, rules=RULES,
-      forbidden=[BANK],
+      tolerance=tolerance, label=ep.label, facets=facets, locate=locate,
+      rules=RULES + [routed_work(1)], forbidden=[BANK],
       hint="logits = x Wr; xt_topk_route(idx, w, probs, logits, T, E, k, 0); count each "
            "expert's choices, give choice c = t k + j a row in its expert's group; per expert "
            "with rows: g = xs Wg, u = xs Wu, h = silu(g) u, out = h Wd; y = 0, then y_t += "
@@ -171,8 +210,8 @@ def moe_forward(rng):
 
 
 @test("moe_backward", points=14, inputs=layer_inputs, reference=backward_reference,
-      tolerance=tolerance, label=ep.label, facets=facets, locate=locate, rules=RULES,
-      forbidden=[BANK, (r"^xt_(swiglu|silu)_backward$",
+      tolerance=tolerance, label=ep.label, facets=facets, locate=locate,
+      rules=RULES + [routed_work(2)], forbidden=[BANK, (r"^xt_(swiglu|silu)_backward$",
                         "calls {}: SwiGLU's backward is this exercise's to write by hand "
                         "(xt_gemm and an elementwise loop: dg = dh u s (1 + g (1 - s)))")],
       hint="recompute the routing and each expert's g, u, h, out; dw[c] = <dy_t, out_c>; the "

@@ -30,6 +30,8 @@ ep_layer ep_layer_read(xt_case *c)
     l.wr = wr.data;
     l.experts = ex.data;
     l.n_experts = ex.count / per;
+    /* Each expert's rows through its Wg, Wu and Wd, for the rules on routed work. */
+    xt_case_watch_weights(c, "experts", ex.data, per, l.n_experts, 3);
     if (xt_case_int(c, "has_dy")) {
         xt_array dy = xt_case_input_const(c, "dy");
         XT_CHECK(dy.count == x.count, "the case's dy holds %ld floats, x %ld", dy.count, x.count);
