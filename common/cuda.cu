@@ -92,6 +92,32 @@ void xt_cuda_download(void *host, const void *dev, size_t bytes)
     XT_CUDA_CHECK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
 }
 
+#ifdef XT_CUDA_EMU
+extern "C" void xti_note(const char *kind, const char *fmt, ...);
+#endif
+
+void xt_cuda_read_back(void *host, const void *dev, size_t bytes)
+{
+#ifdef XT_CUDA_EMU
+    /* The emulated device knows what is still queued: name it, not only its effect. */
+    char first[512];
+    int n = xt_emu_queued_writes(dev, bytes, first, sizeof first);
+    if (n)
+        xti_note("UNWAITED",
+                 "returned with device work still queued into the buffer the caller reads "
+                 "next: %s%s. The caller reads it on a stream of its own, which waits for "
+                 "nothing: return only once that work has completed (cudaStreamSynchronize, or "
+                 "cudaEventSynchronize of an event recorded after it; destroying a stream does "
+                 "not wait for its work)",
+                 first, n > 1 ? " and more" : "");
+#endif
+    static cudaStream_t own;
+    if (!own)
+        XT_CUDA_CHECK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
+    XT_CUDA_CHECK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, own));
+    XT_CUDA_CHECK(cudaStreamSynchronize(own));
+}
+
 void xt_cuda_free(void *dev)
 {
     if (dev)

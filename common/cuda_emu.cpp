@@ -158,6 +158,8 @@ struct op {
     cudaEvent_t waits_for = nullptr; /* a cudaStreamWaitEvent: this record first */
     cudaStream_t after_stream = nullptr;
     unsigned long after_seq = 0;
+    const char *dst = nullptr; /* what a copy or memset writes */
+    size_t dst_bytes = 0;
 };
 
 bool is_blocking(cudaStream_t s);
@@ -579,6 +581,8 @@ cudaError_t xt_emu_memcpy_async(const char *file, int line, void *dst, const voi
     o.where = std::string("cudaMemcpyAsync ") + kind_name(kind) + " " + std::to_string(bytes) +
               " B" + at(file, line);
     o.work = [=]() { memmove(dst, src, bytes); };
+    o.dst = (const char *)dst;
+    o.dst_bytes = bytes;
     enqueue(s, std::move(o));
     return cudaSuccess;
 }
@@ -605,6 +609,8 @@ cudaError_t xt_emu_memset_async(const char *file, int line, void *p, int value, 
     op o;
     o.where = "cudaMemsetAsync " + std::to_string(bytes) + " B" + at(file, line);
     o.work = [=]() { memset(p, value, bytes); };
+    o.dst = (const char *)p;
+    o.dst_bytes = bytes;
     enqueue(s, std::move(o));
     return cudaSuccess;
 }
@@ -644,6 +650,18 @@ cudaError_t xt_emu_stream_wait_event(const char *file, int line, cudaStream_t s,
     o.after_seq = e->seq;
     enqueue(s, std::move(o));
     return cudaSuccess;
+}
+
+int xt_emu_queued_writes(const void *dev, size_t bytes, char *out, size_t cap)
+{
+    std::lock_guard<std::recursive_mutex> hold(lock);
+    const char *lo = (const char *)dev, *hi = lo + bytes;
+    int n = 0;
+    for (cudaStream_t s : streams)
+        for (const op &o : s->queue)
+            if (o.dst && o.dst < hi && lo < o.dst + o.dst_bytes && n++ == 0 && cap)
+                snprintf(out, cap, "%s", o.where.c_str());
+    return n;
 }
 
 void xt_emu_enqueue(const char *file, int line, const char *what, cudaStream_t s,

@@ -314,6 +314,13 @@ void *xt_cuda_host_alloc_at(size_t bytes, const char *file, int line); /* pinned
 /* Synchronous copies that also wait for every stream: for setting up and reading back. */
 void xt_cuda_upload(void *dev, const void *host, size_t bytes);
 void xt_cuda_download(void *host, const void *dev, size_t bytes);
+/*
+ * What a function under test left in device memory, read on a stream of
+ * libxt's own that waits for nothing (non-blocking, no device-wide wait): a
+ * copy or kernel the function queued and did not wait for is still pending,
+ * and the bytes read are those from before it, as on a GPU where it ran late.
+ */
+void xt_cuda_read_back(void *host, const void *dev, size_t bytes);
 void xt_cuda_free(void *dev);
 void xt_cuda_host_free(void *pinned);
 

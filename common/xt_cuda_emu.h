@@ -140,6 +140,13 @@ inline unsigned int xt_emu_flags_arg(unsigned int flags = 0)
     return flags;
 }
 
+/*
+ * Work still queued, on any stream, that writes into [dev, dev + bytes): how
+ * many copies and memsets (kernels name no range), the first one's
+ * description ("cudaMemcpyAsync HostToDevice 16 B at file:line") into out.
+ */
+int xt_emu_queued_writes(const void *dev, size_t bytes, char *out, size_t cap);
+
 /* Queues work that reads or writes device memory on stream s (0: the default stream). */
 void xt_emu_enqueue(const char *file, int line, const char *what, cudaStream_t s,
                     std::function<void()> work);

@@ -438,8 +438,9 @@ def short_backtrace(lines, binary, source):
     return frames
 
 
-# What libxt notes of a case's requests (common/requests.c), each a RULE.
-REQUEST_NOTES = ("RACE", "PENDING", "INFLIGHT", "FREED")
+# What libxt notes of a case's requests (common/requests.c) and of device work not waited for
+# (common/cuda.cu, on the emulated device), each a RULE.
+REQUEST_NOTES = ("RACE", "PENDING", "INFLIGHT", "FREED", "UNWAITED")
 # A code address in a note, "{prefix|module(symbol+0xoff)}" (requests.c, site_token).
 SITE = re.compile(r"\{([^{}|]*)\|([^{}]*)\}")
 

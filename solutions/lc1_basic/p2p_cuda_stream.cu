@@ -201,8 +201,8 @@ static void run_case(xt_case *c)
         host_recv_chunks(h, count, rank - 1, comm);
     else if (receiver)
         recv_device(d, count, chunk, rank - 1, comm);
-    if (!(receiver && test_send))
-        xt_cuda_download(h, d, sizeof(float) * (size_t)count);
+    if (!(receiver && test_send)) /* nothing waited for on the function's behalf */
+        xt_cuda_read_back(h, d, sizeof(float) * (size_t)count);
     xt_case_output(c, "x", h, XT_F32, x.count);
     xt_cuda_free(d);
 }
