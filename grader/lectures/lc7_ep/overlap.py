@@ -463,10 +463,41 @@ def ovl_pending(case, inputs, records):
     return []
 
 
+def ovl_sent_first(case, inputs, records):
+    """Rule: traffic in flight, not only receives posted. When micro-batch 0's experts
+    start, this rank has sent both micro-batches' rows (dispatch 0 and 1); when micro-batch
+    1's start, micro-batch 0's outputs too (combine 0): what overlaps a compute left before
+    it. Counted from the point-to-point bytes logged before each first expert call."""
+    n, d = case.np, case["d"]
+    ex = exchanges(case, inputs)
+    nl = case["E"] // n
+    for r, rec in enumerate(records):
+        calls = [c for c in rec.experts if c.op == "F"]
+        if len(calls) < 2 * nl:
+            continue  # ovl_calls reports it
+        others = [p for p in range(n) if p != r]
+        rows = [sum(ex(r, p)[i] for p in others) for i in range(4)]
+        want = [(rows[0] + rows[1]) * d * F32, (rows[0] + rows[1] + rows[2]) * d * F32]
+        what = [f"micro-batch 0's and 1's rows ({rows[0]} + {rows[1]}): micro-batch 1's "
+                f"dispatch travels under micro-batch 0's experts, so it leaves before them",
+                f"both dispatches and micro-batch 0's outputs ({rows[0]} + {rows[1]} + "
+                f"{rows[2]} rows): micro-batch 0's combine travels under micro-batch 1's "
+                f"experts"]
+        for m in (0, 1):
+            before = calls[m * nl].events_before
+            sent = sum(e.bytes for e in rec.events[:before] if e.dir == "S")
+            if sent != want[m]:
+                return [(r, f"rank {r} had sent {sent} bytes when micro-batch {m}'s experts "
+                            f"started, expected {want[m]}: {what[m]}. A receive posted early "
+                            f"is not an exchange in flight; its sender's send is")]
+    return []
+
+
 ovl_traffic.__doc__ = "one count exchange, then the rows of each exchange, exactly"
 ovl_tags.__doc__ = "a tag per exchange"
 ovl_calls.__doc__ = "each expert once per micro-batch, in order"
 ovl_pending.__doc__ = "each micro-batch's experts under the other's exchange"
+ovl_sent_first.__doc__ = "each overlapping exchange sent before the compute it hides under"
 
 # (np, T, d, E, ff, k, skew): np 2 and 4 first (the grader's order); E/np 1, 2, 4 and k 1
 # and 2 at np 2 and 4; skewed routing at every np; T = 1 (micro-batch 1 empty).
@@ -481,7 +512,7 @@ LAYERS = [(2, 7, 8, 4, 8, 2, 1), (2, 6, 6, 2, 8, 1, 0), (2, 9, 8, 8, 6, 2, 0),
       tolerance=tolerance, label=ep.label, facets=layer_facets, locate=layer_locate,
       rules=[ovl_traffic, ovl_tags,
              ep.expert_tokens("F", "every choice computed once, on its expert's rank"),
-             ovl_calls, ovl_pending],
+             ovl_calls, ovl_pending, ovl_sent_first],
       hint="route all T tokens; per micro-batch m (xt_block(T, 2, m)) group its choices by "
            "expert; one MPI_Alltoall of both micro-batches' counts; post every MPI_Irecv "
            "(dispatch 0 and 1, combine 0 and 1, a tag each), then the dispatch MPI_Isends; "
