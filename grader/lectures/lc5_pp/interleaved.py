@@ -101,5 +101,8 @@ def refusal_label(case):
            "np = %d\", M, np)")
 def interleaved_refuses_m(rng):
     """M not a multiple of np, one launch per case: the step must stop with an error
-    raised in pp_interleaved.c that names M and np."""
-    return [pp.model_case(2, 5, 3, 2, rng, v=2), pp.model_case(4, 13, 6, 1, rng, v=3)]
+    raised in pp_interleaved.c that names M and np. Both sides of M = np: M above np
+    (3 at np 2, 6 at np 4) and below it (3 at np 4: fewer micro-batches than ranks is
+    not a multiple either); M = np itself is among the graded steps."""
+    return [pp.model_case(2, 5, 3, 2, rng, v=2), pp.model_case(4, 13, 6, 1, rng, v=3),
+            pp.model_case(4, 9, 3, 1, rng, v=2)]

@@ -14,7 +14,9 @@ and NumPy route alike), a random dy (never ones).
 Cases: np 1, 2, 4 and 8; E/np 1, 2 and 4; k 1 and 2; dropless (cf 0) and with a capacity
 that drops choices (cf 1 under skew, cf 0.5); skewed routing at every np (ep's skew=1:
 expert 0 crowded, the last rank's experts starved, so that rank receives no token and must
-still take part in every all-to-all).
+still take part in every all-to-all). The capacity's k T cf / E is whole (2, 4), or has a
+fraction of .5 (2.5, 0.5) or .25 (2.25, with the crowded expert over 2 choices): ceiling,
+floor and rounding to nearest each fail one of them.
 
 How it was computed:
   - gshard_traffic (ep.collectives_in_order): each rank's communication is exactly, in
@@ -42,10 +44,12 @@ from spec import test
 from lectures.lc7_ep import ep
 
 # (np, T, d, E, ff, k, cf, skew): every np with skewed routing; E/np 1, 2 and 4; k 1 and
-# 2; dropless, cf 1 under skew (expert 0 overflows) and cf 0.5 (most experts overflow).
+# 2; dropless, cf 1 under skew (expert 0 overflows) and cf 0.5 (most experts overflow);
+# k T cf / E of 2.5 and 2.25 (ceiling 3, floor 2, nearest 3 and 2).
 SHAPES = [(2, 8, 8, 2, 8, 1, 0.0, 0), (2, 8, 6, 4, 8, 2, 0.0, 1), (2, 10, 8, 8, 6, 2, 1.0, 1),
           (4, 8, 8, 4, 8, 2, 0.5, 0), (4, 8, 6, 8, 8, 2, 1.0, 1), (4, 6, 8, 16, 6, 1, 0.0, 1),
-          (4, 8, 8, 8, 8, 1, 0.5, 1), (1, 8, 8, 4, 8, 2, 1.0, 1), (8, 4, 8, 8, 6, 2, 0.0, 1)]
+          (4, 8, 8, 8, 8, 1, 0.5, 1), (1, 8, 8, 4, 8, 2, 1.0, 1), (8, 4, 8, 8, 6, 2, 0.0, 1),
+          (2, 9, 8, 4, 8, 1, 1.0, 1)]
 
 
 def cases(backward):
