@@ -10,13 +10,14 @@
  *                                       any (here: the hook after layer 2's backward)
  *     N RACE ...                        notes (notes.c)
  *     M params 4096 4096                memory per kind (mem.c)
- *     S F 3 0 0.001250 0.001302 2 2 5   a pipeline stage's call (stage.c): F forward, B
+ *     S F 3 0 0.001250 0.001302 2 2 5 96  a pipeline stage's call (stage.c): F forward, B
  *                                       backward, I its input part, W its weight part, N
  *                                       a forward that keeps nothing; the micro-batch, the
  *                                       model chunk, when it started and ended (seconds
  *                                       since the case began), the stage's first layer
- *                                       and number of layers, and how many E lines came
- *                                       before it (which messages it came after)
+ *                                       and number of layers, how many E lines came
+ *                                       before it (which messages it came after), and the
+ *                                       XT_MEM_ACTIVATIONS bytes in use when it began
  *     A F 64 64 C 2080 0.0012 0.0013 4 1 65536  an attention block (attn_block.c):
  *                                       F forward or B backward, nq, nk, the mask
  *                                       (N none, C causal, S shifted), the (query,
@@ -80,15 +81,22 @@ static char *call_slot(void)
     return calls[n_calls++].line;
 }
 
-void xti_record_stage(char op, int mb, int chunk, int first, int count, double start, double end,
-                      long events_before)
+xti_stage_began xti_stage_begin(void)
 {
+    return (xti_stage_began){xti_now(), xti_events_logged(),
+                             (long)xt_mem_current(XT_MEM_ACTIVATIONS)};
+}
+
+void xti_record_stage(char op, int mb, int chunk, int first, int count, xti_stage_began began)
+{
+    double end = xti_now();
     char *line = call_slot();
     if (!line)
         return;
     n_stage_calls++;
-    snprintf(line, CALL_LINE, "S %c %d %d %.6f %.6f %d %d %ld", op, mb, chunk, start - case_began,
-             end - case_began, first, count, events_before);
+    snprintf(line, CALL_LINE, "S %c %d %d %.6f %.6f %d %d %ld %ld", op, mb, chunk,
+             began.start - case_began, end - case_began, first, count, began.events,
+             began.activations);
 }
 
 void xti_record_attn(char op, int nq, int nk, char mask, long pairs, double start, double end,
@@ -124,7 +132,7 @@ static void calls_write(FILE *f)
 {
     if (n_stage_calls)
         fprintf(f, "# stage call: F|B|I|W|N micro-batch chunk start end (seconds since the "
-                   "case began) first-layer layers events-before\n");
+                   "case began) first-layer layers events-before activations-bytes-then\n");
     if (n_attn_calls)
         fprintf(f, "# attention block: F|B|T nq nk mask(N|C|S) pairs start end events-before "
                    "receives-pending their-bytes\n");

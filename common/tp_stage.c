@@ -452,8 +452,7 @@ static slot *in_flight(xt_tp_stage *s, int mb, const char *fn)
 void xt_tp_stage_forward(xt_tp_stage *s, int mb, const int *tokens, const float *x, int batch,
                          int T, float *y)
 {
-    double start = xti_now();
-    long events = xti_events_logged();
+    xti_stage_began began = xti_stage_begin();
     XT_CHECK(mb >= 0 && batch >= 1 && T >= 1,
              "xt_tp_stage_forward: micro-batch %d of %d sequences of %d tokens", mb, batch, T);
     XT_CHECK(s->is_first ? tokens != NULL : x != NULL,
@@ -504,7 +503,7 @@ void xt_tp_stage_forward(xt_tp_stage *s, int mb, const int *tokens, const float 
         xt_free(in);
     }
     xt_free(out);
-    xti_record_stage('F', mb, s->chunk, s->first, s->count, start, xti_now(), events);
+    xti_record_stage('F', mb, s->chunk, s->first, s->count, began);
 }
 
 float xt_tp_stage_loss(xt_tp_stage *s, int mb, const int *targets, float scale)
@@ -530,8 +529,7 @@ float xt_tp_stage_loss(xt_tp_stage *s, int mb, const int *targets, float scale)
 
 void xt_tp_stage_backward(xt_tp_stage *s, int mb, const float *dy, float *dx)
 {
-    double start = xti_now();
-    long events = xti_events_logged();
+    xti_stage_began began = xti_stage_begin();
     slot *t = in_flight(s, mb, "xt_tp_stage_backward");
     int n = t->batch * t->T, d = s->d;
     long nd = (long)n * d;
@@ -572,5 +570,5 @@ void xt_tp_stage_backward(xt_tp_stage *s, int mb, const float *dy, float *dx)
     }
     xt_free(g);
     release(t, s->count);
-    xti_record_stage('B', mb, s->chunk, s->first, s->count, start, xti_now(), events);
+    xti_record_stage('B', mb, s->chunk, s->first, s->count, began);
 }

@@ -436,15 +436,22 @@ extern volatile sig_atomic_t xt_debug_wait;
 
 /* record.c */
 void xti_record_begin(void); /* a case begins: counters, notes and memory peaks cleared */
-void xti_work_begin(void);                  /* work.c: the case's watched weights dropped */
+void xti_work_begin(void);   /* work.c: the case's watched weights dropped */
 void xti_work_gemm(const float *a, const float *b, int m, int n);
 void xti_work_write(FILE *f);
 /* Writes counters, events, notes, memory and stage calls of the finished case. */
 void xti_record_write(const char *path, double seconds);
+/* What a pipeline stage's call records of the moment it began: when (xti_now()), the events
+ * (E lines) logged before it, and the activations (XT_MEM_ACTIVATIONS bytes) in use. */
+typedef struct {
+    double start;
+    long events;
+    long activations;
+} xti_stage_began;
+xti_stage_began xti_stage_begin(void);
 /* A pipeline stage's call (op F, B, I, W or N) for the case's log: its micro-batch, chunk and
- * layers, start and end by xti_now(), and the events (E lines) logged before it began. */
-void xti_record_stage(char op, int mb, int chunk, int first, int count, double start, double end,
-                      long events_before);
+ * layers, and what it began with; it ends now. */
+void xti_record_stage(char op, int mb, int chunk, int first, int count, xti_stage_began began);
 /* An attention block's call (op F or B, attn_block.c; op T, a tile of scores, attn_tile.c): its
  * shape, mask and (query, key) pairs, start and end, the events before it, and the receives
  * pending while it ran. */

@@ -74,6 +74,9 @@ class StageCall:
     first: int = 0  # the stage's first layer
     count: int = 0  # and its number of layers
     events_before: int = 0  # how many of the record's events (E lines) came before it
+    # XT_MEM_ACTIVATIONS bytes in use when it began (-1: not logged); not part of a
+    # comparison of calls, which is about the schedule
+    activations: int = dataclasses.field(default=-1, compare=False)
 
 
 @dataclasses.dataclass
@@ -172,9 +175,10 @@ def read_record(path):
             _, kind, current, peak = line.split()
             rec.memory[kind] = (int(current), int(peak))
         elif line.startswith("S "):
-            _, op, mb, chunk, start, end, first, count, before = line.split()
+            _, op, mb, chunk, start, end, first, count, before, *act = line.split()
             rec.stages.append(StageCall(op, int(mb), int(chunk), float(start), float(end),
-                                        int(first), int(count), int(before)))
+                                        int(first), int(count), int(before),
+                                        int(act[0]) if act else -1))
         elif line.startswith("A "):
             _, op, nq, nk, mask, pairs, start, end, before, pending, pbytes = line.split()
             rec.attn.append(AttnCall(op, int(nq), int(nk), mask, int(pairs), float(start),

@@ -662,8 +662,8 @@ def test_stage_lines(s):
     with open(path, "w") as f:
         f.write("# xt case record\nT 0.01\nM activations 0 64\n"
                 "# stage call: F|B|I|W|N micro-batch chunk start end first-layer layers "
-                "events-before\n"
-                "S F 0 1 0.000100 0.000150 2 1 0\nS I 0 1 0.000200 0.000250 2 1 3\n"
+                "events-before activations-bytes-then\n"
+                "S F 0 1 0.000100 0.000150 2 1 0 96\nS I 0 1 0.000200 0.000250 2 1 3\n"
                 "S W 0 1 0.000300 0.000310 2 1 4\nS B 12 0 0.001000 0.002000 0 2 4\nSD 3\nEND\n")
     rec = harness.read_record(path)
     want = [harness.StageCall("F", 0, 1, 1e-4, 1.5e-4, 2, 1, 0),
@@ -671,9 +671,12 @@ def test_stage_lines(s):
             harness.StageCall("W", 0, 1, 3e-4, 3.1e-4, 2, 1, 4),
             harness.StageCall("B", 12, 0, 1e-3, 2e-3, 0, 2, 4)]
     got = (rec.stages, rec.stages_dropped, rec.memory) if rec else None
+    acts = [c.activations for c in rec.stages] if rec else None
     s.record("read_record: S lines as StageCall(op, mb, chunk, start, end, first, count, "
-             "events_before) in order, SD as stages_dropped", got == (want, 3, {"activations": (0, 64)}),
-             [repr(got)])
+             "events_before, activations) in order (activations -1 where the line has none), "
+             "SD as stages_dropped",
+             got == (want, 3, {"activations": (0, 64)}) and acts == [96, -1, -1, -1],
+             [repr(got), repr(acts)])
     with open(path, "w") as f:
         f.write("# xt case record\nT 0.01\n# expert call: F|B expert tokens start end "
                 "events-before exchanges-pending their-bytes\nX F 3 17 0.001200 0.001500 6 2 4096\n"

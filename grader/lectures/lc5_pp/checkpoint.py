@@ -25,6 +25,11 @@ from the case record:
     it whenever there are two segments or more (the first case: equal
     widths, where it exceeds it by 4 rows w (2 c (nseg-1) - 1) for segments
     of c layers of width w). Nothing may be left at the end.
+  - the timeline: when segment k's recomputation begins (its xt_stage_forward),
+    the activations in use are exactly the saved inputs of segments 0..k,
+    4 rows (in_0 + ... + in_k): a copy in malloc'd memory is bytes missing, a
+    copy freed after the next segment's recomputation began is bytes over
+    (neither changes the peak where the first recomputation is the peak);
   - forwards: every segment forwarded exactly twice (its stage calls N and
     F: once keeping nothing, once again for its backward).
 
@@ -129,6 +134,43 @@ activations_bound = hinted(
     "xt_stage_forward only right before its own backward")
 
 
+def saved_inputs_held(case, inputs, records):
+    """The memory timeline the contract fixes: when segment k's recomputation begins (its
+    xt_stage_forward), rank 0's activations are exactly the saved inputs of segments 0..k,
+    4 rows (in_0 + ... + in_k): the later segments' copies were freed after their backward,
+    and nothing else is held. A copy in malloc'd memory shows as bytes missing, a copy freed
+    late as bytes over."""
+    d, rows = pp.dims_of(case), case["mb_rows"]
+    segs = segments(case)
+    for call in records[0].stages:
+        if call.op != "F" or call.activations < 0:
+            continue
+        k = call.chunk
+        ins = [d[f] for f, _ in segs[:k + 1]]
+        want = 4 * rows * sum(ins)
+        if call.activations == want:
+            continue
+        terms = " + ".join(f"in_{j}" for j in range(k + 1)) if k < 4 else f"in_0 + ... + in_{k}"
+        held = (f"rank 0 held {call.activations} B of activations when segment {k}'s "
+                f"recomputation began (its xt_stage_forward); the contract holds exactly the "
+                f"saved inputs of segments 0..{k} there, 4 rows ({terms}) = 4*{rows}*"
+                f"({' + '.join(map(str, ins))}) = {want} B")
+        if call.activations < want:
+            return [(0, held + ": copy each segment's input into xt_alloc(XT_MEM_ACTIVATIONS) "
+                           "memory (malloc'd memory is not counted, so the grader cannot see "
+                           "what the step keeps)")]
+        return [(0, held + ": xt_free each saved input right after its segment's backward, "
+                       "before the next segment's recomputation; memory freed later holds the "
+                       "peak longer than checkpointing needs")]
+    return []
+
+
+saved_inputs_held = hinted(
+    saved_inputs_held,
+    "the forward copies every segment's input into xt_alloc(XT_MEM_ACTIVATIONS) memory; the "
+    "backward frees segment k's copy right after xt_stage_backward(segments[k], ...)")
+
+
 def forwards_twice(case, inputs, records):
     """Every segment forwarded exactly twice: N (xt_stage_infer), then F."""
     calls = records[0].stages
@@ -155,7 +197,7 @@ FORBIDDEN = [(r"^xt_mem_reset_peak$",
 
 @test("checkpoint", points=10, inputs=pp.pipeline_inputs, reference=checkpoint_reference,
       tolerance=pp.pipeline_tolerance, label=label, facets=facets, locate=pp.grads_locator,
-      rules=[activations_bound, forwards_twice], forbidden=FORBIDDEN,
+      rules=[activations_bound, forwards_twice, saved_inputs_held], forbidden=FORBIDDEN,
       hint="forward: copy x into xt_alloc(XT_MEM_ACTIVATIONS) memory, then for each segment "
            "k allocate the next segment's input and xt_stage_infer into it; backward, k = "
            "nseg-1 down to 0: xt_stage_forward(segments[k], 0, saved[k], ...), the loss on "
