@@ -37,6 +37,13 @@ SAN_FLAGS  := -fsanitize=address -fno-omit-frame-pointer -g
 XT_CFLAGS  += $(SAN_FLAGS)
 XT_LDFLAGS += $(SAN_FLAGS)
 endif
+# COV=1: the same programs built for gcov, into build/cov/: what the grade's cases
+# execute of each solution (grader/coverage.py, a section of make test).
+ifeq ($(COV),1)
+BUILD      := build/cov
+XT_CFLAGS  += --coverage -O0
+XT_LDFLAGS += --coverage
+endif
 # OpenBLAS (libopenblas-dev) for xt_gemm; cblas.h comes with it.
 LDLIBS  := -lopenblas -lpthread -lm
 

@@ -93,11 +93,16 @@ void xti_diag(const char *fmt, ...)
     xti_write_all(xti.diag_fd, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
+/* Defined only in a build for gcov (make COV=1). */
+extern void __gcov_dump(void) __attribute__((weak));
+
 XT_NORETURN void xti_abort(int code)
 {
     atomic_store(&xti.aborting, 1);
     fflush(stdout);
     fflush(stderr);
+    if (__gcov_dump) /* what this rank ran, before MPI_Abort ends it */
+        __gcov_dump();
     if (xti.mpi_ready)
         PMPI_Abort(MPI_COMM_WORLD, code);
     _exit(code);

@@ -255,6 +255,8 @@ def main():
     ap.add_argument("--max-np", type=int, default=8, help="largest world size to grade at")
     ap.add_argument("--san", action="store_true",
                     help="build and run with AddressSanitizer, under build/san/ (make grade SAN=1)")
+    ap.add_argument("--coverage", action="store_true",
+                    help="build for gcov, under build/cov/ (grader/coverage.py's runs)")
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--margins", action="store_true",
                     help="after the report, each test's worst passing error as a fraction of "
@@ -290,6 +292,10 @@ def main():
     else:
         chosen = lectures.names()
 
+    if args.coverage and (args.san or args.device != "cpu"):
+        print("grade: --coverage builds the CPU programs for gcov alone: no --san, no --device",
+              file=sys.stderr)
+        return 2
     if args.san and args.device != "cpu":
         print(f"grade: SAN=1 builds the CPU programs with AddressSanitizer; DEVICE="
               f"{args.device} grades the CUDA exercises, which it does not cover: drop one",
@@ -357,6 +363,8 @@ def main():
         ext = ".cu" if test_device == "cuda" else ".c"
         sources = {ex: os.path.normpath(os.path.join(tree, lec, ex + ext)) for ex in exercises}
         build_dir = os.path.join("build", "san") if args.san else "build"
+        if args.coverage:
+            build_dir = os.path.join("build", "cov")
         if args.device == "emu":
             build_dir = os.path.join("build", "emu")
         binaries = {ex: os.path.join(build_dir, os.path.splitext(src)[0])
@@ -371,7 +379,8 @@ def main():
         else:
             missing_src = [ex for ex in exercises if not os.path.exists(sources[ex])]
             failed = harness.build([binaries[ex] for ex in exercises
-                                    if ex not in missing_src], san=args.san)
+                                    if ex not in missing_src], san=args.san,
+                                   cov=args.coverage)
             for ex in exercises:
                 ex_tests = [t for t in tests if t.exercise == ex]
                 rerun = rerun_command(args, lec, ex, seed)

@@ -381,8 +381,8 @@ def compare(name, expected, got, tol, rank, locate=None):
                     "cudaMallocHost block read before anything wrote it (a pinned slot sent "
                     "before its cudaMemcpyAsync had run?)")
         else:
-            msg += ("; a NaN from arithmetic: inf - inf or 0 x inf, often after an exp or a "
-                    "square that overflowed")
+            msg += ("; a NaN from arithmetic: 0/0 (a mean over nothing?), or inf - inf or "
+                    "0 x inf, often after an exp or a square that overflowed")
     return msg
 
 
@@ -1368,13 +1368,14 @@ def forbidden_calls(obj, extra=(), source=None):
     return msgs
 
 
-def build(binaries, jobs=2, san=False):
-    """Builds binaries with make (san: with AddressSanitizer, binaries under build/san/);
-    returns {binary: compiler output} for failures."""
+def build(binaries, jobs=2, san=False, cov=False):
+    """Builds binaries with make (san: with AddressSanitizer, binaries under build/san/;
+    cov: for gcov, under build/cov/); returns {binary: compiler output} for failures."""
     failed = {}
     if not binaries:
         return failed
-    make = ["make", "-s", "--no-print-directory"] + (["SAN=1"] if san else [])
+    make = (["make", "-s", "--no-print-directory"] + (["SAN=1"] if san else []) +
+            (["COV=1"] if cov else []))
     cmd = make + ["-k", f"-j{jobs}"] + list(binaries)
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode == 0:

@@ -1626,13 +1626,15 @@ def main():
     token = f"{os.getpid()}.{time.time_ns()}"
     os.environ[TOKEN_NAME] = token
     import baremachine
+    import coverage
     sections = [("build", lambda: test_build(s, args.cuda)), ("bare", lambda: baremachine.selftest(s)),
                 ("format", lambda: test_format(s)),
                 ("editor", lambda: test_editor(s)),
                 ("libxt", lambda: libxt(s)), ("grader", lambda: test_grader_units(s)),
                 ("stubs", lambda: test_stubs(s)), ("lectures", lambda: test_lectures(s)),
                 ("grades", lambda: test_grades(s)), ("drill", lambda: test_drill(s)),
-                ("bench", lambda: test_bench(s)), ("mutants", lambda: test_mutants(s))]
+                ("bench", lambda: test_bench(s)), ("coverage", lambda: coverage.selftest(s)),
+                ("mutants", lambda: test_mutants(s))]
     for name, run in sections:
         if args.only and args.only not in name:
             continue

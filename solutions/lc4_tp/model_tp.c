@@ -180,7 +180,7 @@ typedef struct {
 
 static float *act_alloc(long n)
 {
-    return xt_alloc(XT_MEM_ACTIVATIONS, sizeof(float) * (size_t)(n > 0 ? n : 1));
+    return xt_alloc(XT_MEM_ACTIVATIONS, sizeof(float) * (size_t)n);
 }
 
 static void sum_over(MPI_Comm comm, float *buf, long n)
@@ -344,7 +344,7 @@ static float tp_cross_entropy(const tp_model *m, const float *logits, const int 
     }
     xt_free(max);
     xt_free(sums);
-    return n ? (float)(loss / n) : 0.0f;
+    return (float)(loss / n);
 }
 // END SOLUTION
 

@@ -232,7 +232,7 @@ static double plain_loss(const float *q, const float *k, const float *v, const f
 
 static void draw_grid(MPI_Comm comm, int br, int bc)
 {
-    char line[128], label[16];
+    char line[128], label[32];
     int n = snprintf(line, sizeof line, "    %-14s", "");
     for (int j0 = 0; j0 < DT; j0 += bc) {
         snprintf(label, sizeof label, "%d..%d", j0, (j0 + bc < DT ? j0 + bc : DT) - 1);

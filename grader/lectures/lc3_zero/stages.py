@@ -40,8 +40,10 @@ from training import (allreduce_budget, global_batches, identical_on_all_ranks, 
 LR = "0.01"
 ADAM = {"beta1": "0.9", "beta2": "0.999", "eps": "1e-3", "wd": "0.01"}
 NPS = (1, 2, 3, 4)
-# The four training models, and a 3-parameter one: at np=4 rank 3 owns nothing at all.
-ZERO_MODELS = MODELS + [("2,1", "relu", "mse")]
+# The four training models, a 3-parameter one (at np=4 rank 3's shard starts at the end)
+# and a 5-parameter one (at np=4, shards of 2: rank 2 owns 1, rank 3's shard starts past
+# the end): the empty shards on both sides of the end.
+ZERO_MODELS = MODELS + [("2,1", "relu", "mse"), ("4,1", "gelu", "mse")]
 
 
 def layout(case):
@@ -177,10 +179,12 @@ def allgather_budget(calls, what):
 # ------------------------------------------------------------------- tests
 
 def stage_cases():
-    """Two models per world size; the 3-parameter model at np 3 and 4 (empty shards)."""
+    """Two models per world size; the 3-parameter model at np 3 and 4 and the 5-parameter
+    one at np 4 (empty shards)."""
     out = [training_case(n, ZERO_MODELS[(n + k) % 4], 1 + (n + 2 * k) % 3, LR, **ADAM)
            for n in NPS for k in range(2)]
     out += [training_case(n, ZERO_MODELS[4], 2, LR, **ADAM) for n in (3, 4)]
+    out += [training_case(4, ZERO_MODELS[5], 3, LR, **ADAM)]
     return out
 
 

@@ -51,7 +51,7 @@ STEPS = 2
 # 2 x 2 x 2. Every model: vocabulary 19
 # (uneven over tp = 2), d 8, 4 query heads on 2 KV heads of 2, T 4.
 MESHES = [("1x2x2", 3, 2, 1, 11), ("2x2x1", 2, 3, 1, 12), ("2x1x2", 2, 2, 1, 11),
-          ("1x4x1", 5, 3, 1, 12), ("2x2x2", 3, 1, 2, 11), ("2x2x2", 2, 3, 1, 13)]
+          ("1x4x1", 5, 2, 1, 12), ("2x2x2", 3, 1, 2, 11), ("2x2x2", 2, 3, 1, 13)]
 
 
 def mesh(case):

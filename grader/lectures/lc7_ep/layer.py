@@ -14,7 +14,8 @@ The backward's dwr and dexperts arrive holding random values (normal, scale 0.5)
 the reference adds to: a gradient that overwrites instead of accumulating fails; dx and
 y arrive holding garbage (xt_case_alloc's 0xCD bytes, about -4e8).
 
-Cases: k = 1, 2, 3 (and k = E); E from 2 to 8; T = 1; a T where some expert gets
+Cases: k = 1, 2, 3 (and k = E); E from 2 to 8; T = 1 (and T = 0 forward, whose loss
+the contract makes 0); a T where some expert gets
 exactly one choice (the inputs are drawn again until it does, on every rank); skewed
 routing (ep skew=1: an expert that gets no token, which must still work, and in the
 backward get a zero gradient); alpha 0.25 to 1 forward (the loss is then far above the
@@ -53,7 +54,8 @@ FORWARD = [(1, 16, 8, 4, 8, 2, 0, 0.5, 0), (1, 12, 6, 6, 4, 1, 0, 1.0, 0),
            (1, 12, 4, 8, 4, 1, 1, 1.0, 0), (1, 1, 8, 4, 8, 2, 0, 0.5, 0),
            (1, 1, 4, 2, 4, 1, 0, 1.0, 0), (1, 5, 8, 6, 4, 2, 0, 0.5, 1),
            (1, 12, 8, 3, 8, 3, 0, 0.3, 0), (1, 8, 6, 4, 6, 2, 0, 0.0, 0),
-           (2, 8, 8, 2, 4, 1, 0, 0.5, 0), (2, 12, 8, 8, 8, 2, 1, 0.5, 0)]
+           (2, 8, 8, 2, 4, 1, 0, 0.5, 0), (2, 12, 8, 8, 8, 2, 1, 0.5, 0),
+           (1, 0, 8, 4, 8, 2, 0, 0.5, 0)]
 
 BACKWARD = [(1, 16, 8, 4, 8, 2, 0, 0.5, 0), (1, 12, 6, 6, 4, 1, 0, 0.3, 0),
             (1, 16, 8, 8, 6, 3, 0, 0.25, 0), (1, 16, 8, 4, 8, 2, 1, 0.5, 0),
