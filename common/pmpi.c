@@ -641,10 +641,16 @@ int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Data
 int MPI_Igather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root,
                 MPI_Comm comm, MPI_Request *req)
 {
-    long rb = is_root(root, comm) ? nbytes(rc, rt) * comm_size(comm) : 0;
+    int me = is_root(root, comm);
+    long rb = me ? nbytes(rc, rt) * comm_size(comm) : 0;
     int outer = coll(FN(MPI_Igather), nbytes(sc, st), rb, comm);
-    return icoll_done(FN(MPI_Igather), outer, PMPI_Igather(s, sc, st, r, rc, rt, root, comm, req),
-                      req, rb, comm, NULL);
+    xti_coll_bufs *cb = outer ? xti_coll_new() : NULL;
+    xti_coll_send(cb, s, 0, sc, st);
+    if (me)
+        xti_coll_recv(cb, r, 0, rc * comm_size(comm), rt);
+    void *into = xti_coll_start(cb, r);
+    return icoll_done(FN(MPI_Igather), outer,
+                      PMPI_Igather(s, sc, st, into, rc, rt, root, comm, req), req, rb, comm, cb);
 }
 
 int MPI_Gatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[],
@@ -658,11 +664,17 @@ int MPI_Gatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[]
 int MPI_Igatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[],
                  const int displs[], MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *req)
 {
-    long rb = is_root(root, comm) ? sum_counts(rcs, comm_size(comm), rt) : 0;
+    int me = is_root(root, comm), np = comm_size(comm);
+    long rb = me ? sum_counts(rcs, np, rt) : 0;
     int outer = coll(FN(MPI_Igatherv), nbytes(sc, st), rb, comm);
+    xti_coll_bufs *cb = outer ? xti_coll_new() : NULL;
+    xti_coll_send(cb, s, 0, sc, st);
+    for (int i = 0; me && cb && rcs && displs && i < np; i++)
+        xti_coll_recv(cb, r, displs[i], rcs[i], rt);
+    void *into = xti_coll_start(cb, r);
     return icoll_done(FN(MPI_Igatherv), outer,
-                      PMPI_Igatherv(s, sc, st, r, rcs, displs, rt, root, comm, req), req, rb, comm,
-                      NULL);
+                      PMPI_Igatherv(s, sc, st, into, rcs, displs, rt, root, comm, req), req, rb,
+                      comm, cb);
 }
 
 int MPI_Scatter(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root,
@@ -676,10 +688,16 @@ int MPI_Scatter(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Dat
 int MPI_Iscatter(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt, int root,
                  MPI_Comm comm, MPI_Request *req)
 {
-    long sb = is_root(root, comm) ? nbytes(sc, st) * comm_size(comm) : 0;
+    int me = is_root(root, comm);
+    long sb = me ? nbytes(sc, st) * comm_size(comm) : 0;
     int outer = coll(FN(MPI_Iscatter), sb, nbytes(rc, rt), comm);
-    return icoll_done(FN(MPI_Iscatter), outer, PMPI_Iscatter(s, sc, st, r, rc, rt, root, comm, req),
-                      req, sb, comm, NULL);
+    xti_coll_bufs *cb = outer ? xti_coll_new() : NULL;
+    if (me)
+        xti_coll_send(cb, s, 0, sc * comm_size(comm), st);
+    xti_coll_recv(cb, r, 0, rc, rt);
+    void *into = xti_coll_start(cb, r);
+    return icoll_done(FN(MPI_Iscatter), outer,
+                      PMPI_Iscatter(s, sc, st, into, rc, rt, root, comm, req), req, sb, comm, cb);
 }
 
 int MPI_Scatterv(const void *s, const int scs[], const int displs[], MPI_Datatype st, void *r,
@@ -693,11 +711,17 @@ int MPI_Scatterv(const void *s, const int scs[], const int displs[], MPI_Datatyp
 int MPI_Iscatterv(const void *s, const int scs[], const int displs[], MPI_Datatype st, void *r,
                   int rc, MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *req)
 {
-    long sb = is_root(root, comm) ? sum_counts(scs, comm_size(comm), st) : 0;
+    int me = is_root(root, comm), np = comm_size(comm);
+    long sb = me ? sum_counts(scs, np, st) : 0;
     int outer = coll(FN(MPI_Iscatterv), sb, nbytes(rc, rt), comm);
+    xti_coll_bufs *cb = outer ? xti_coll_new() : NULL;
+    for (int i = 0; me && cb && scs && displs && i < np; i++)
+        xti_coll_send(cb, s, displs[i], scs[i], st);
+    xti_coll_recv(cb, r, 0, rc, rt);
+    void *into = xti_coll_start(cb, r);
     return icoll_done(FN(MPI_Iscatterv), outer,
-                      PMPI_Iscatterv(s, scs, displs, st, r, rc, rt, root, comm, req), req, sb, comm,
-                      NULL);
+                      PMPI_Iscatterv(s, scs, displs, st, into, rc, rt, root, comm, req), req, sb,
+                      comm, cb);
 }
 
 /*

@@ -370,7 +370,7 @@ def test_cases(s):
             (2, "pending"), (4, "world"), (1, "note"), (2, "peek"), (1, "nullout"),
             (2, "reuse"), (2, "print"), (2, "stage"), (2, "inflight"), (2, "early"),
             (2, "freed"), (2, "persistent"), (1, "icoll"), (4, "icoll"), (2, "icoll_sent"),
-            (2, "written")]
+            (2, "written"), (4, "igather"), (2, "iscatter_sent")]
     stage_calls = [("F", 0, 0), ("F", 0, 1), ("F", 1, 0), ("F", 1, 1), ("B", 0, 1), ("B", 0, 0),
                    ("I", 1, 1), ("I", 1, 0), ("W", 1, 0), ("W", 1, 1)]
     with open(os.path.join(d, "cases.txt"), "w") as f:
@@ -440,6 +440,22 @@ def test_cases(s):
                               f"{source_line('MPI_Ialltoall(s, 1')}): its send buffer changed "
                               "(first at byte 4 of 8) before the request completed (in MPI_Wait "
                               f"at {TEST_CASES_SOURCE}:{source_line('MPI_Wait(&req,')})")
+                if fn == "iscatter_sent" and rank == 0:
+                    notes = harness.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
+                    expect = (f"INFLIGHT MPI_Iscatter(8 B, posted at {TEST_CASES_SOURCE}:"
+                              f"{source_line('MPI_Iscatter(s, 1')}): its send buffer changed "
+                              "(first at byte 4 of 8) before the request completed (in MPI_Wait "
+                              f"at {TEST_CASES_SOURCE}:"
+                              f"{source_line('MPI_Wait(&req,', 3)})")
+                if fn == "igather" and rank == 0:
+                    early, late = (np.load(os.path.join(d, f"c{k}", f"g{g}.r0.{n}.npy"))
+                                   for n in ("early", "late"))
+                    want = [v for r_ in range(np_) for v in (r_ + 1, r_ + 1)]
+                    if not all(harness.is_recv_poison(v) for v in early) or \
+                            late.tolist() != want:
+                        problems.append(f"case {k} (igather): root's buffer before the wait "
+                                        f"{early.tolist()} (the poison?), after "
+                                        f"{late.tolist()}, not {want}")
                 if fn == "icoll":
                     arrays = [np.load(os.path.join(d, f"c{k}", f"g{g}.r{rank}.{n}.npy"))
                               for n in ("early", "late_a", "late_b")]

@@ -15,6 +15,9 @@
  *   icoll      two in-place MPI_Iallreduce pending at once (on one rank Open MPI gives both
  *              the same request): 'early' read before the wait, 'late_a', 'late_b' after
  *   icoll_sent changes its MPI_Ialltoall's send buffer before the wait
+ *   igather    MPI_Igather to rank 0, which copies its receive buffer before the wait
+ *              ('early': the poison) and after it ('late': every rank's pair)
+ *   iscatter_sent  rank 0 changes its MPI_Iscatter's send buffer before the wait
  *   persistent 'early' and 'late' again, through MPI_Recv_init and MPI_Start, twice
  *              ('early2', 'late2' the second time): a message that lands during the
  *              start is the message
@@ -161,6 +164,25 @@ static void run_case(xt_case *c)
         int32_t s[8] = {0}, r[8];
         MPI_Request req;
         MPI_Ialltoall(s, 1, MPI_INT, r, 1, MPI_INT, comm, &req);
+        if (rank == 0)
+            s[np - 1] = 5;
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    if (xt_case_is(c, "igather")) {
+        int32_t mine[2] = {rank + 1, rank + 1}, all[16] = {0}, early[16];
+        MPI_Request req;
+        MPI_Igather(mine, 2, MPI_INT, all, 2, MPI_INT, 0, comm, &req);
+        memcpy(early, all, sizeof(int32_t) * 2 * (size_t)np);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        if (rank == 0) {
+            xt_case_output(c, "early", early, XT_I32, 2 * np);
+            xt_case_output(c, "late", all, XT_I32, 2 * np);
+        }
+    }
+    if (xt_case_is(c, "iscatter_sent")) {
+        int32_t s[8] = {0}, mine;
+        MPI_Request req;
+        MPI_Iscatter(s, 1, MPI_INT, &mine, 1, MPI_INT, 0, comm, &req);
         if (rank == 0)
             s[np - 1] = 5;
         MPI_Wait(&req, MPI_STATUS_IGNORE);
