@@ -1,7 +1,7 @@
 /*
  * work.c: the rows a case's weights multiplied. A case names a weight
- * array it handed the program (lecture 7: the experts, in blocks of one
- * expert, each of three matrices) with xt_case_watch_weights; every GEMM
+ * array it handed the program (a mixture of experts' parameters, in blocks
+ * of one expert, each of three matrices) with xt_case_watch_weights; every GEMM
  * whose operand lies in that array adds the rows it pushed through that
  * block's matrix. The record's W lines carry the sums:
  *

@@ -11,7 +11,7 @@
  *   0 core_state.c core_clock.c dtype.c
  *   1 core_err.c mpi_names.c
  *   2 core_opts.c print.c npy.c notes.c counters.c call.c
- *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c mesh.c
+ *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c mesh.c work.c
  *   4 pmpi.c record.c nn.c
  *   5 case.c transformer.c stage.c attn_block.c attn_tile.c
  *   6 case_run.c train.c tp_stage.c moe.c
@@ -23,7 +23,8 @@
  * printing and files (print.c, npy.c); then the instrumentation (2-4: the
  * MPI function table, counters, the call in progress, notes, requests,
  * memory, trace, the buffer watch, the watchdog, crash reports, the wait
- * for a debugger, the PMPI wrappers, the case record), the process mesh
+ * for a debugger, the rows multiplied through watched weights (work.c), the PMPI
+ * wrappers, the case record), the process mesh
  * (mesh.c) and the numeric layer (nn.c); then the case protocol (5-6: one
  * case, the case runner, the training harness) beside the transformer pieces
  * and the pipeline stages (stage.c, and tp_stage.c, the tensor-parallel decoder
@@ -429,6 +430,12 @@ extern volatile sig_atomic_t xt_debug_wait;
 /* mesh.c */
 /* (nothing internal: xt_mesh_*) */
 
+/* work.c */
+void xti_work_begin(void); /* a case begins: the last case's watched weights dropped */
+/* A GEMM C (m x n) = op(A) op(B): the rows it pushed through A or B, if either is watched. */
+void xti_work_gemm(const float *a, const float *b, int m, int n);
+void xti_work_write(FILE *f); /* the case record's W lines */
+
 /* ----------------------------------------------------------------- layer 4 */
 
 /* pmpi.c */
@@ -436,9 +443,6 @@ extern volatile sig_atomic_t xt_debug_wait;
 
 /* record.c */
 void xti_record_begin(void); /* a case begins: counters, notes and memory peaks cleared */
-void xti_work_begin(void);   /* work.c: the case's watched weights dropped */
-void xti_work_gemm(const float *a, const float *b, int m, int n);
-void xti_work_write(FILE *f);
 /* Writes counters, events, notes, memory and stage calls of the finished case. */
 void xti_record_write(const char *path, double seconds);
 /* What a pipeline stage's call records of the moment it began: when (xti_now()), the events
