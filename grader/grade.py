@@ -119,9 +119,9 @@ def plain(v):
 
 
 def case_json(o):
-    """One case's outcome for --json: its number in the test, label, np, parameters,
-    verdict (OK, a failure's kind, NOT RUN) and the failure's one line."""
-    return {"number": o.case.index, "label": o.case.label, "np": o.case.np,
+    """One case's outcome for --json: its number (the exercise's, as CASE= takes it), label,
+    np, parameters, verdict (OK, a failure's kind, NOT RUN) and the failure's one line."""
+    return {"number": o.case.number, "label": o.case.label, "np": o.case.np,
             "params": {k: plain(v) for k, v in o.case.params.items()},
             "verdict": o.verdict, "reason": o.reason}
 

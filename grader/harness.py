@@ -747,8 +747,8 @@ class Runner:
         line = pattern.summary(rows, kinds, not_run_why)
         out = [f"({line})"] if line else []
         if self.verbose and len(kinds) > 1:
-            out.append(f"every failing case of {test.name} (case number, then why):")
-            out += [f"  #{o.case.index} {o.reason}" for o in r.cases
+            out.append(f"every failing case of {test.name} (its CASE= number, then why):")
+            out += [f"  #{o.case.number} {o.reason}" for o in r.cases
                     if o.verdict not in ("OK", "NOT RUN")]
         return out
 

@@ -775,6 +775,45 @@ def take_lines(q, seen, until=None, wait=10):
             return ln
 
 
+def test_case_numbers(s, lec):
+    """One case number everywhere: a WRONG mutant whose test is not its exercise's first
+    (so numbers counted per test would differ), graded with --verbose: the report's
+    failing case (rerun line), the JSON's case and its cases' numbers, and VERBOSE's list
+    all give the exercise's number."""
+    found = None
+    for p in sorted(glob.glob(os.path.join(HERE, "mutants", lec, "*.patch"))):
+        m = mutants.parse(p)
+        ex = os.path.splitext(os.path.basename(m.target))[0]
+        tests = lectures.functions(lec, ex)
+        if m.expect == "WRONG" and m.target.endswith(".c") and m.test in tests[1:]:
+            found = m, ex
+            break
+    if not found:
+        s.record(f"one case number: {lec} has a WRONG mutant of a second test", False)
+        return
+    m, ex = found
+    tree = mutant_tree("case_numbers", lec, m.name)
+    report = os.path.join(WORK, "case_numbers.json")
+    res = subprocess.run([sys.executable, os.path.join(HERE, "grade.py"), "--lc", lec,
+                          "--tree", tree, "--ex", ex, "--seed", "1", "--verbose", "--json",
+                          report], capture_output=True, text=True, timeout=300)
+    out = res.stdout + res.stderr
+    try:
+        with open(report) as f:
+            t = [t for lec_ in json.load(f)["lectures"] for t in lec_["tests"]
+                 if t["test"] == m.test][0]
+    except (OSError, ValueError, IndexError):
+        t = {"case": None, "cases": []}
+    k = t["case"]
+    numbers = [c["number"] for c in t["cases"] if c["verdict"] == "WRONG"]
+    listed = [int(n) for n in re.findall(r"^\s+#(\d+) ", out, re.M)]
+    s.record(f"{m.name}: one case number (its test is the second of {ex}): the rerun line's, "
+             f"the JSON's and VERBOSE's list agree",
+             k is not None and f" [--case {k}]" in out and numbers[:1] == [k] and
+             listed == numbers and min(c["number"] for c in t["cases"]) > 0,
+             [f"k={k} json={numbers[:4]} verbose={listed[:4]}"] + out.splitlines()[-12:])
+
+
 def test_one_case(s):
     """CASE= and make debug on a mutant (the first lecture's first WRONG one): its report
     numbers the failing case; CASE= grades that case alone, to the same report; make debug
@@ -802,12 +841,13 @@ def test_one_case(s):
             t = {"verdict": None, "case": None, "details": [], "cases_run": 0}
         return res.stdout + res.stderr, t
 
-    out, t = grade_it([])
+    out, t = grade_it(["--verbose"])
     k = t["case"]
     s.record(f"{m.name}: the report numbers its failing case (rerun line: --case k, debug line)",
              t["verdict"] == "WRONG" and k is not None and
              f" [--case {k}]" in out and f"--case {k} (rank 0 waits for gdb)" in out,
              out.splitlines())
+    test_case_numbers(s, lec)
     out2, t2 = grade_it(["--case", str(k)])
     with open(os.path.join(kept, "launch1", "cases.txt")) as f:
         ran = [ln for ln in f if ln.startswith("case ")]
