@@ -269,7 +269,7 @@ test:
 debug:
 	@py=$$(grader/setup.sh) && "$$py" grader/debug.py $(ARGS_LC) $(if $(EX),--ex $(EX)) \
 		$(if $(CASE),--case $(CASE)) $(if $(RANK),--rank $(RANK)) $(if $(filter 1,$(SOL)),--sol) \
-		$(if $(SEED),--seed $(SEED))
+		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(SAN)),--san)
 
 deps:
 	@grader/setup.sh --test >/dev/null && echo "all dependencies are present"
@@ -324,7 +324,8 @@ help:
 	@echo "                         DEVICE=cuda: the CUDA exercises on a GPU, DEVICE=emu: on"
 	@echo "                         the emulated device, docs/setup.md)"
 	@echo "make debug EX=name       the first failing case of the last grade again, rank 0"
-	@echo "                         waiting for gdb (CASE=i, RANK=r, SOL=1: others)"
+	@echo "                         waiting for gdb (CASE=i, RANK=r, SOL=1: others;"
+	@echo "                         SAN=1: the AddressSanitizer build)"
 	@echo "make test                the project's tests: libxt, stubs, solutions, mutants"
 	@echo "make demo EX=name NP=4   run a solution in lecture mode (SOL=0: your own;"
 	@echo "                         TRACE=1: a timeline for https://ui.perfetto.dev;"

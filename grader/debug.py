@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make debug EX=name [CASE=i] [RANK=r] [SOL=1] [SEED=n]
+"""make debug EX=name [CASE=i] [RANK=r] [SOL=1] [SEED=n] [SAN=1]
 
 Runs one case of an exercise again, alone on its own np ranks, with the
 watchdog off and world rank r (RANK=, default 0) waiting for a debugger: it
@@ -12,10 +12,12 @@ The case is CASE=i, its number in the grade report (the report's debug line
 names it); by default the first failing case of the last `make grade` of
 that exercise, whose seed it takes. Without a kept grade of the exercise,
 the exercise is graded first. The case's inputs are made again from the
-seed, so a kept run's files are never changed.
+seed, so a kept run's files are never changed. SAN=1 runs the
+AddressSanitizer build (build/san/), where a report made with SAN=1 found its
+bug: the sanitizer stops the rank at the bad access, inside gdb.
 
     python3 grader/debug.py --ex NAME [--case i] [--rank r] [--sol | --tree DIR]
-                            [--seed n] [--lc N]
+                            [--seed n] [--lc N] [--san]
 """
 
 import argparse
@@ -64,6 +66,7 @@ def grade_first(args, lec, ex):
     cmd = [sys.executable, os.path.join(HERE, "grade.py"), "--lc", lec, "--ex", ex]
     cmd += ["--sol"] if args.sol else (["--tree", args.tree] if args.tree else [])
     cmd += ["--seed", str(args.seed)] if args.seed is not None else []
+    cmd += ["--san"] if args.san else []
     print(f"debug: no kept grade of {ex}{' at seed ' + str(args.seed) if args.seed else ''}; "
           f"grading it first", flush=True)
     subprocess.run(cmd)
@@ -96,6 +99,8 @@ def main():
     ap.add_argument("--tree", help="the sources under this directory (a mutant, say)")
     ap.add_argument("--seed", type=int, help="this seed's case, not the last grade's")
     ap.add_argument("--lc", help="the lecture (default: the one that has the exercise)")
+    ap.add_argument("--san", action="store_true",
+                    help="the AddressSanitizer build, under build/san/ (make debug SAN=1)")
     args = ap.parse_args()
     os.chdir(os.path.dirname(HERE))
     launch.install_signal_handlers()
@@ -143,8 +148,8 @@ def main():
         return 2
 
     source = os.path.normpath(os.path.join(tree, lec, ex + ".c"))
-    binary = os.path.join("build", os.path.splitext(source)[0])
-    failed = harness.build([binary])
+    binary = os.path.join("build", *(["san"] if args.san else []), os.path.splitext(source)[0])
+    failed = harness.build([binary], san=args.san)
     if failed:
         print("\n".join(harness.build_errors(failed[binary])), file=sys.stderr)
         return 1
@@ -153,11 +158,12 @@ def main():
               "the same, for kill -USR1 or another debugger", flush=True)
 
     runner = harness.Runner(harness.Exercise(lec, ex, source, binary, every), seed,
-                            os.path.join(work, "debug"), watchdog=0, only=number,
+                            os.path.join(work, "debug"), watchdog=0, only=number, san=args.san,
                             debug=harness.Debug(args.rank, function_symbol(binary, test.name),
                                                 demo.BannerFilter().line))
     say(f"debug: {ex} case {number} ({test.name}, {case.label}), seed {seed}: rank "
-        f"{args.rank} waits for a debugger; no watchdog (Ctrl-C ends the run)")
+        f"{args.rank} waits for a debugger; no watchdog (Ctrl-C ends the run)"
+        f"{'; built with AddressSanitizer' if args.san else ''}")
     world = max([c.np for t in every if not t.refusal for c in numbered[t.name]
                  if c.np <= runner.max_np])
     if world > case.np and not test.refusal:

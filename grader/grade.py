@@ -151,8 +151,9 @@ def memory_advice(args, lecture, exercise, seed):
 def debug_command(args, lecture, exercise):
     """make debug for a case of this exercise's kept run (its CASE= added by the report)."""
     if args.tree and not args.sol:
-        return f"python3 grader/debug.py --lc {lecture} --tree {args.tree} --ex {exercise}"
-    return f"make debug EX={exercise}{' SOL=1' if args.sol else ''}"
+        return (f"python3 grader/debug.py --lc {lecture} --tree {args.tree} --ex {exercise}"
+                f"{' --san' if args.san else ''}")
+    return f"make debug EX={exercise}{' SOL=1' if args.sol else ''}{' SAN=1' if args.san else ''}"
 
 
 def work_dir(tree_tag, lecture, exercise):

@@ -670,6 +670,7 @@ def test_grader_units(s):
     test_blocked_explanations(s)
     test_asan_places(s)
     test_one_case(s)
+    test_debug_san(s)
 
 
 def test_stage_lines(s):
@@ -917,6 +918,46 @@ def test_one_case(s):
         s.record("make debug: SIGUSR1 lets rank 1 go on; the case ends, WRONG as graded, "
                  "watchdog off", done, seen + ran)
         s.skip("make debug: gdb attaches and lets rank 1 go on", how)
+
+
+def test_debug_san(s):
+    """make debug SAN=1: a SAN mutant's report (graded with --san) names the sanitizer's
+    debug command, and that command runs the case again in the AddressSanitizer build,
+    rank 0 waiting (let go by SIGUSR1 here), to the same CRASH."""
+    lec = "lc3_zero"
+    m = mutants.parse(os.path.join(HERE, "mutants", lec, "zero1_update_padded_san.patch"))
+    ex = os.path.splitext(os.path.basename(m.target))[0]
+    tree = mutant_tree("debug_san", lec, m.name)
+    res = subprocess.run([sys.executable, os.path.join(HERE, "grade.py"), "--lc", lec,
+                          "--tree", tree, "--ex", ex, "--seed", "1", "--san"],
+                         capture_output=True, text=True, timeout=600)
+    out = res.stdout + res.stderr
+    want = f"debug: python3 grader/debug.py --lc {lec} --tree {tree} --ex {ex} --san"
+    s.record(f"{m.name}: a SAN=1 report's debug line keeps the sanitizer (make debug SAN=1)",
+             "CRASH" in out and want in " ".join(out.split()), out.splitlines()[-14:])
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "debug.py"), "--lc", lec,
+                             "--tree", tree, "--ex", ex, "--san"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    import threading
+    lines, seen = queue.Queue(), []
+    threading.Thread(target=lambda: [lines.put(ln.rstrip("\n")) for ln in proc.stdout] +
+                     [lines.put(None)], daemon=True).start()
+    waits = r"rank 0 \(PID (\d+) on .*\) waits for a debugger"
+    got = take_lines(lines, seen, until=lambda ln: re.search(waits, ln), wait=300)
+    if got:
+        os.kill(int(re.search(waits, got).group(1)), signal.SIGUSR1)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    take_lines(lines, seen)
+    text = "\n".join(seen)
+    s.record(f"{m.name}: make debug SAN=1 runs the case in the sanitizer build, rank 0 waiting "
+             "for a debugger, to the same CRASH",
+             bool(got) and "built with AddressSanitizer" in " ".join(text.split()) and
+             re.search(r"debug: case \d+: CRASH", text) is not None and
+             "AddressSanitizer" in text.split("CRASH", 1)[-1], seen[-16:])
 
 
 def test_pattern(s):
