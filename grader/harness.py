@@ -1002,6 +1002,26 @@ class Runner:
                        hint=hint)
 
 
+BLOCKED_SEND = re.compile(r"MPI_(?:I?[sbr]?send|Ssend)[( ]to (\d+), tag (\d+), (\d+ B)", re.I)
+BLOCKED_RECV = re.compile(r"MPI_(?:I?m?recv|I?m?probe)[( ]from (\d+|any), tag (\d+|any)", re.I)
+
+
+def unmatched_pairs(blocked):
+    """Lines naming each blocked send and blocked receive between the same two ranks whose
+    tags differ: the message sent and the one waited for, which can never meet."""
+    sends = [(r, int(m[1]), int(m[2]), m[3]) for r, what in blocked
+             for m in BLOCKED_SEND.finditer(what)]
+    recvs = [(r, m[1], m[2]) for r, what in blocked for m in BLOCKED_RECV.finditer(what)]
+    out = []
+    for src, dst, tag, size in sends:
+        waits = [t for r, peer, t in recvs if r == dst and peer in (str(src), "any")]
+        if waits and "any" not in waits and str(tag) not in waits:
+            out.append(f"never matched: r{src}'s message (to {dst}, tag {tag}, {size}) and "
+                       f"r{dst}'s receive (from {src}, tag {waits[0]}): their tags differ, and "
+                       f"a receive takes only a message of its own tag (or MPI_ANY_TAG)")
+    return out
+
+
 def blocked_explanation(blocked, in_a_case):
     """For ranks that made no progress, [(rank, the call they were in)]: the report's lines
     (one per rank, then why it cannot return) and the cause's hint, or None. in_a_case: the
@@ -1017,7 +1037,9 @@ def blocked_explanation(blocked, in_a_case):
                        f"argument. The grader runs each case on a sub-communicator of a larger "
                        f"world, so rank p of MPI_COMM_WORLD is another group's rank, or an idle "
                        f"one: the pair above looks matched but never meets")
-    if any("MPI_Send(" in what or "MPI_Ssend(" in what for _, what in blocked):
+    missed = unmatched_pairs(blocked)
+    lines += missed
+    if not missed and any("MPI_Send(" in what or "MPI_Ssend(" in what for _, what in blocked):
         lines.append("strict send mode: MPI_Send returns only once the matching receive is "
                      "posted, so sends that wait on each other in a cycle never return")
     elif blocked and all(what.startswith(("MPI_Recv(", "MPI_Probe(", "MPI_Mprobe("))

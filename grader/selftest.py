@@ -746,12 +746,24 @@ def test_blocked_explanations(s):
     lines, hint = harness.blocked_explanation(sends, in_a_case=True)
     if hint or not lines[-1].startswith("strict send mode"):
         problems.append(f"two sends: {lines[-1]!r}")
+    tags = [(0, "MPI_Recv(from 1, tag 1, up to 16 B) for 3.0 s"),
+            (1, "MPI_Send(to 0, tag 0, 16 B) for 3.0 s")]
+    lines, hint = harness.blocked_explanation(tags, in_a_case=True)
+    if not lines[-1].startswith("never matched: r1's message (to 0, tag 0, 16 B) and r0's "
+                                "receive (from 1, tag 1): their tags differ"):
+        problems.append(f"a tag mismatch: {lines[-1]!r}")
+    lines, hint = harness.blocked_explanation(
+        [(0, "MPI_Wait(MPI_Irecv from 1, tag any, 16 B) for 3.0 s"), tags[1]], in_a_case=True)
+    if any(ln.startswith("never matched") for ln in lines):
+        problems.append(f"MPI_ANY_TAG taken for a mismatch: {lines!r}")
     banner = demo.BannerFilter()
     banner.line("[xt] watchdog: still running after 3.0 s; rank 1: " + recv_cycle[1][1])
     if banner.blocked != [recv_cycle[1]] or banner.limit != "3":
         problems.append(f"the demo's watchdog line read as {banner.blocked}, limit {banner.limit}")
     s.record("deadlock reports: MPI_COMM_WORLD named as the cause in a graded case, not in a demo; "
-             "a receive cycle and a send cycle explained; the demo reads the watchdog's lines",
+             "a receive cycle and a send cycle explained; a send and a receive of different "
+             "tags named as never matched (not with MPI_ANY_TAG); the demo reads the "
+             "watchdog's lines",
              not problems, problems)
     notes = [harness.slow_start_note(t, "box", ok) for t, ok in ((1.2, False), (9.0, False),
                                                                    (9.0, True))]
