@@ -149,6 +149,18 @@ def write_inputs(cdir, group, inputs):
             np.save(os.path.join(cdir, f"g{group}.{name}.npy"), val)
 
 
+def keep_expected(cdir, group, expected):
+    """A failing group's expected arrays beside its outputs, for a look with NumPy:
+    g<group>.r<rank>.<name>.expected.npy next to g<group>.r<rank>.<name>.npy."""
+    for r, per_rank in enumerate(expected):
+        for name, exp in per_rank.items():
+            try:
+                np.save(os.path.join(cdir, f"g{group}.r{r}.{name}.expected.npy"),
+                        np.asarray(exp))
+            except (OSError, ValueError):
+                pass
+
+
 def read_record(path):
     rec = Record()
     try:
@@ -885,6 +897,7 @@ class Runner:
                     if not msg:
                         self.note_margin(test, label, name, exp, got, tol)
                     if msg:
+                        keep_expected(cdir, g, expected)
                         # The poison says why; a guess at the arithmetic would mislead.
                         hint = None if POISON_READ in msg else (
                             world_hint(group) or

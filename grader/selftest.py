@@ -819,6 +819,14 @@ def test_case_numbers(s, lec):
         t = {"case": None, "cases": []}
     k = t["case"]
     numbers = [c["number"] for c in t["cases"] if c["verdict"] == "WRONG"]
+    cdir = os.path.join("build", "grade", tree.replace("/", "_"), lec, ex, "launch1", f"c{k}")
+    pairs = [(p, p.replace(".expected.npy", ".npy"))
+             for p in glob.glob(os.path.join(cdir, "g*.r*.*.expected.npy"))]
+    s.record(f"{m.name}: the failing case's expected arrays kept beside its outputs "
+             f"(g<g>.r<r>.<name>.expected.npy), of the outputs' shapes",
+             bool(pairs) and all(os.path.exists(o) and
+                                 np.load(e).size == np.load(o).size for e, o in pairs),
+             [cdir] + [os.path.basename(e) for e, _ in pairs][:6])
     listed = [int(n) for n in re.findall(r"^\s+#(\d+) ", out, re.M)]
     s.record(f"{m.name}: one case number (its test is the second of {ex}): the rerun line's, "
              f"the JSON's and VERBOSE's list agree",
