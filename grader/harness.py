@@ -406,7 +406,8 @@ def outputs_of(cdir, g, np_):
     the same name)."""
     return [{f[len(f"g{g}.r{r}."):-4]: np.load(os.path.join(cdir, f))
              for f in sorted(os.listdir(cdir))
-             if f.startswith(f"g{g}.r{r}.") and f.endswith(".npy")}
+             if f.startswith(f"g{g}.r{r}.") and f.endswith(".npy")
+             and not f.endswith(".expected.npy")}
             for r in range(np_)]
 
 
@@ -902,7 +903,10 @@ class Runner:
                         hint = None if POISON_READ in msg else (
                             world_hint(group) or
                             agreeing_ranks_hint(case, name, expected, cdir, g))
-                        return Failure("WRONG", case, [f"{label}: {msg}"], hint=hint or None)
+                        lines = [f"{label}: {msg}"]
+                        if POISON_READ not in msg and got is not None:
+                            lines += relation(case, name, exp, got, r, expected, inp)
+                        return Failure("WRONG", case, lines, hint=hint or None)
             if test.check and not test.check_first:
                 fail = self.run_check(test, case, inp, cdir, g, label)
                 if fail:
@@ -1305,6 +1309,75 @@ ASAN_PLACES = [
      lambda m: f", next to the global '{m[1]}' ({m[2]})"),
 ]
 ASAN_SIDES = {"overflows": "past the end of", "underflows": "before the start of"}
+
+
+def case_numbers(case):
+    """{name: value} of the case's numeric parameters, np included."""
+    out = {"np": case.np}
+    for k, v in case.params.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "fn":
+            out[k] = v
+        elif isinstance(v, str) and re.fullmatch(r"-?\d+(\.\d+)?", v):
+            out[k] = float(v)
+    return out
+
+
+def named_constant(c, case):
+    """' (2 = M)' when c is one of the case's numbers (or 1/c is: ' (1/2 = 1/np)'), else ''."""
+    if not np.isfinite(c) or c == 0:
+        return ""
+    for value, form in ((c, "{}"), (1 / c, "1/{}")):
+        names = [k for k, v in case_numbers(case).items()
+                 if v not in (0, 1) and abs(value - v) <= 1e-4 * abs(v)]
+        if names:
+            shown = f"{c:.6g}" if form == "{}" else f"1/{value:.6g}"
+            return f" ({shown} = {' = '.join(form.format(n) for n in names)})"
+    return ""
+
+
+def relation(case, name, exp, got, rank, expected, inputs):
+    """A line naming what the wrong output equals, where one simple relation holds on every
+    element: a constant times the expected value, the expected value plus or minus what the
+    buffer held before the call, or another rank's expected value. [] otherwise."""
+    e = np.asarray(exp, np.float64).reshape(-1)
+    try:
+        g = np.asarray(got, np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        return []
+    if g.shape != e.shape or e.size == 0 or not np.isfinite(g).all() or not np.isfinite(e).all():
+        return []
+    scale = max(float(np.abs(e).max()), 1e-30)
+
+    def close(a, b):
+        return np.allclose(a, b, rtol=1e-4, atol=1e-6 * scale)
+
+    nz = np.abs(e) > 1e-6 * scale
+    if nz.sum() >= 2 and close(g[~nz], 0):
+        ratio = g[nz] / e[nz]
+        c = float(np.median(ratio))
+        if abs(c - 1) > 1e-3 and np.allclose(ratio, c, rtol=1e-4):
+            return [f"got = {c:.6g} x expected on every element of '{name}'"
+                    f"{named_constant(c, case)}: a scale applied twice, or not at all?"]
+    before = inputs.get(name)
+    if isinstance(before, list):
+        before = before[rank] if rank < len(before) else None
+    if before is not None and np.asarray(before).size == e.size:
+        b = np.asarray(before, np.float64).reshape(-1)
+        if np.abs(b).max() > 1e-6 * scale and close(g - e, b):
+            return [f"got = expected + the value '{name}' held before the call, on every "
+                    f"element: accumulated (+=) where the contract overwrites, or not zeroed "
+                    f"first"]
+        if np.abs(b).max() > 1e-6 * scale and close(e - g, b):
+            return [f"got = expected - the value '{name}' held before the call, on every "
+                    f"element: overwritten (=) where the contract accumulates (+=)"]
+    for other, per_rank in enumerate(expected):
+        o = per_rank.get(name)
+        if other != rank and o is not None and np.asarray(o).size == e.size and \
+                not close(np.asarray(o, np.float64).reshape(-1), e) and \
+                close(g, np.asarray(o, np.float64).reshape(-1)):
+            return [f"got = rank {other}'s expected '{name}', on every element: a block from "
+                    f"the wrong rank, or ranks numbered the wrong way round?"]
+    return []
 
 
 def world_hint(group):

@@ -671,6 +671,7 @@ def test_grader_units(s):
     test_asan_places(s)
     test_one_case(s)
     test_debug_san(s)
+    test_relations(s)
 
 
 def test_stage_lines(s):
@@ -938,6 +939,28 @@ def test_one_case(s):
         s.record("make debug: SIGUSR1 lets rank 1 go on; the case ends, WRONG as graded, "
                  "watchdog off", done, seen + ran)
         s.skip("make debug: gdb attaches and lets rank 1 go on", how)
+
+
+def test_relations(s):
+    """harness.relation: what a wrong output equals, on hand-made arrays."""
+    case = spec.Case(None, 2, {"M": 3, "rows": 5, "fn": "f"})
+    e = np.array([1.0, -2.0, 0.0, 4.0])
+    before = [np.array([0.5, 0.5, 1.0, -1.0]), np.zeros(4)]
+    other = [{"y": e}, {"y": -e + 1}]
+    got = {"3 x": (3 * e, ["got = 3 x expected on every element of 'y' (3 = M)"]),
+           "1/2": (e / 2, ["got = 0.5 x expected on every element of 'y' (1/2 = 1/np)"]),
+           "+before": (e + before[0], ["got = expected + the value 'y' held before"]),
+           "-before": (e - before[0], ["got = expected - the value 'y' held before"]),
+           "rank 1's": (-e + 1, ["got = rank 1's expected 'y'"]),
+           "noise": (e + np.array([0.1, -0.3, 0.2, 0.0]), [])}
+    problems = []
+    for what, (g, want) in got.items():
+        lines = harness.relation(case, "y", e, g, 0, other, {"y": before})
+        if len(lines) != len(want) or any(not ln.startswith(w) for ln, w in zip(lines, want)):
+            problems.append(f"{what}: {lines}")
+    s.record("wrong values: a constant ratio (named when it is a case's number or its inverse), "
+             "the value before the call added or lost, another rank's value; nothing for noise",
+             not problems, problems)
 
 
 def test_debug_san(s):
