@@ -737,7 +737,7 @@ class Runner:
                 r.case = first.case
                 r.memory_damage = first.memory_damage
                 r.lines += self.which_failed(r, first)
-                hint = first.hint or test.hint
+                hint = first.hint or spec.hint_for(test, first.kind)
                 if hint and first.kind in ("WRONG", "RULE", "DEADLOCK"):
                     r.lines.append(hint)
             r.lines += self.printed(r, first)
@@ -813,7 +813,7 @@ class Runner:
                 r.memory_damage = fail.memory_damage
                 r.lines += self.which_failed(r, fail, "each needs a launch of its own, and "
                                                       "grading stops at the first failure")
-                hint = fail.hint or test.hint
+                hint = fail.hint or spec.hint_for(test, fail.kind)
                 if hint and fail.kind in ("WRONG", "RULE"):
                     r.lines.append(hint)
         r.lines += self.printed(r, fail)

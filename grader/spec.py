@@ -103,7 +103,9 @@ class Test:
     rules: Sequence[Callable] = ()
     label: Callable = default_label
     watchdog: Optional[float] = None
-    hint: str = ""  # shown under a failure
+    # Shown under a failure: one text, or texts by verdict ({"DEADLOCK": ..., "": the rest}),
+    # so that a wrong value is not followed by advice about blocking sends.
+    hint: object = ""
     lecture: str = ""  # set from the table's LECTURE when the grader loads it
     check: Optional[Callable] = None  # (case, inputs, [ {name: array} per rank ]) -> [(rank, msg)]
     device: str = "cpu"  # "cuda": graded only by DEVICE=cuda, from lcN/<exercise>.cu
@@ -522,6 +524,13 @@ def max_rounds(bound, formula, advice):
                  f"each, in program order, after the receives before them); {name} = "
                  f"{amount(cap, ' rounds')}: {advice}")]
     return rule
+
+
+def hint_for(test, kind):
+    """The test's hint for a failure of this kind (a verdict)."""
+    if isinstance(test.hint, dict):
+        return test.hint.get(kind, test.hint.get("", ""))
+    return test.hint
 
 
 def hinted(check, text):

@@ -69,10 +69,13 @@ INTERLEAVED_RULES = [
 @test("pp_interleaved", points=14, inputs=pp.pipeline_inputs, reference=pp.pipeline_reference,
       tolerance=pp.pipeline_tolerance, label=pp.label, facets=pp.facets,
       locate=pp.grads_locator, rules=INTERLEAVED_RULES,
-      hint="number the ops by virtual micro-batch k = 0 .. M v - 1: micro-batch "
-           "(k/(np v)) np + k%np on chunk (k%(np v))/np forward, v-1 minus that backward; "
-           "warm-up forwards, then forward warm-up+k and backward k, then the backwards "
-           "left; post each direction's next receive (MPI_Irecv) before any blocking send")
+      hint={"": "number the ops by virtual micro-batch k = 0 .. M v - 1: micro-batch "
+                "(k/(np v)) np + k%np on chunk (k%(np v))/np forward, v-1 minus that "
+                "backward; warm-up forwards, then forward warm-up+k and backward k, then the "
+                "backwards left",
+            "DEADLOCK": "post each direction's next receive (MPI_Irecv) before any blocking "
+                        "send: under strict send mode two ranks that both send first wait "
+                        "for each other for ever"})
 def pp_interleaved_step(rng):
     return interleaved_cases(rng)
 

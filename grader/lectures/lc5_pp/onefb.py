@@ -59,9 +59,10 @@ ONE_F_ONE_B_RULES = [
 @test("pp_1f1b", points=12, inputs=pp.pipeline_inputs, reference=pp.pipeline_reference,
       tolerance=pp.pipeline_tolerance, label=pp.label, facets=pp.facets,
       locate=pp.grads_locator, rules=ONE_F_ONE_B_RULES,
-      hint="rank r: w = min(np-r-1, M) forwards; then for b = 0..M-w-1 forward w+b and "
-           "backward b; then backwards M-w..M-1. Where a rank sends to its neighbour while "
-           "the neighbour sends to it (the activation of w+b out, the gradient of b in), one "
-           "MPI_Sendrecv does both: two MPI_Send wait for each other for ever")
+      hint={"": "rank r: w = min(np-r-1, M) forwards; then for b = 0..M-w-1 forward w+b and "
+                "backward b; then backwards M-w..M-1",
+            "DEADLOCK": "where a rank sends to its neighbour while the neighbour sends to it "
+                        "(the activation of w+b out, the gradient of b in), one MPI_Sendrecv "
+                        "does both: two MPI_Send wait for each other for ever"})
 def pp_1f1b_step(rng):
     return schedule_cases(rng)

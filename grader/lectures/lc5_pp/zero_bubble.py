@@ -67,10 +67,12 @@ ZB_RULES = [
 @test("pp_zero_bubble", points=14, inputs=pp.pipeline_inputs, reference=pp.pipeline_reference,
       tolerance=pp.pipeline_tolerance, label=pp.label, facets=pp.facets,
       locate=pp.grads_locator, rules=ZB_RULES,
-      hint="1F1B's loop with the backward split: warm-up min(np-r-1, M) forwards; then "
-           "forward m, and xt_stage_backward_input of m - warm with its dx sent to rank r-1 "
-           "at once; count the I's and run xt_stage_backward_weight of the oldest held back "
-           "once rank r holds r of them; in the cool-down one W after each I; the rest at "
-           "the end. Send y and receive dy with one MPI_Sendrecv in the steady state")
+      hint={"": "1F1B's loop with the backward split: warm-up min(np-r-1, M) forwards; then "
+                "forward m, and xt_stage_backward_input of m - warm with its dx sent to rank "
+                "r-1 at once; count the I's and run xt_stage_backward_weight of the oldest "
+                "held back once rank r holds r of them; in the cool-down one W after each I; "
+                "the rest at the end",
+            "DEADLOCK": "send y and receive dy with one MPI_Sendrecv in the steady state: "
+                        "two MPI_Send between neighbours wait for each other for ever"})
 def pp_zero_bubble_step(rng):
     return zb_cases(rng)
