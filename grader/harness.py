@@ -883,6 +883,7 @@ class Runner:
                 if fail:
                     return fail
             expected = test.reference(case, inp)
+            wrong = []  # (rank, name, message, expected, got) of every wrong output
             for r in range(case.np):
                 for name, exp in expected[r].items():
                     path = os.path.join(cdir, f"g{g}.r{r}.{name}.npy")
@@ -895,18 +896,22 @@ class Runner:
                     locate = ((lambda n, i, r=r: test.locate(case, n, i, r)) if test.locate
                               else None)
                     msg = compare(name, exp, got, tol, r, locate)
-                    if not msg:
-                        self.note_margin(test, label, name, exp, got, tol)
                     if msg:
-                        keep_expected(cdir, g, expected)
-                        # The poison says why; a guess at the arithmetic would mislead.
-                        hint = None if POISON_READ in msg else (
-                            world_hint(group) or
-                            agreeing_ranks_hint(case, name, expected, cdir, g))
-                        lines = [f"{label}: {msg}"]
-                        if POISON_READ not in msg and got is not None:
-                            lines += relation(case, name, exp, got, r, expected, inp)
-                        return Failure("WRONG", case, lines, hint=hint or None)
+                        wrong.append((r, name, msg, exp, got))
+                    else:
+                        self.note_margin(test, label, name, exp, got, tol)
+            if wrong:
+                r, name, msg, exp, got = wrong[0]
+                keep_expected(cdir, g, expected)
+                # The poison says why; a guess at the arithmetic would mislead.
+                hint = None if POISON_READ in msg else (
+                    world_hint(group) or agreeing_ranks_hint(case, name, expected, cdir, g))
+                lines = [f"{label}: {msg}"]
+                if POISON_READ not in msg and got is not None:
+                    lines += relation(case, name, exp, got, r, expected, inp)
+                lines += other_findings(wrong, expected)
+                lines += [f"also: {text}" for text in broken_rules(test, case, inp, group)]
+                return Failure("WRONG", case, lines, hint=hint or None)
             if test.check and not test.check_first:
                 fail = self.run_check(test, case, inp, cdir, g, label)
                 if fail:
@@ -1309,6 +1314,49 @@ ASAN_PLACES = [
      lambda m: f", next to the global '{m[1]}' ({m[2]})"),
 ]
 ASAN_SIDES = {"overflows": "past the end of", "underflows": "before the start of"}
+
+
+WRONG_COUNT = re.compile(r"^rank \d+ '[^']*'(\[[^\]]*\]|\([^)]*\))?.*?\((\d+) of (\d+) wrong")
+
+
+def other_findings(wrong, expected):
+    """Under the first wrong output: the other wrong outputs of the case (rank, name, how
+    many elements, the first index), and the outputs that were right, so that fixing one
+    bug of two shows as progress."""
+    lines = []
+    rest = []
+    for r, name, msg, _, _ in wrong[1:]:
+        m = WRONG_COUNT.match(msg)
+        rest.append(f"rank {r} '{name}' ({m[2]} of {m[3]} elements"
+                    f"{', first ' + m[1] if m[1] else ''})" if m else
+                    f"rank {r} '{name}' ({msg.split(': ', 1)[-1][:60]})")
+    if rest:
+        shown = rest[:6] + ([f"{len(rest) - 6} more"] if len(rest) > 6 else [])
+        lines.append(f"also wrong: {'; '.join(shown)}")
+    bad = {name for _, name, *_ in wrong}
+    right = sorted({n for per_rank in expected for n in per_rank} - bad)
+    if right:
+        lines.append("right on every rank: " + (", ".join(repr(n) for n in right)
+                                                if len(right) <= 6 else
+                                                f"the {len(right)} other outputs"))
+    return lines
+
+
+def broken_rules(test, case, inputs, group):
+    """The first message of each rule of the test that the case also breaks, its notes of
+    kind RULE first: what a wrong value would otherwise hide."""
+    out = [f"rank {r} {text}" for r, rec in enumerate(group) for kind, text in rec.notes
+           if kind == "RULE"][:1]
+    for rule in test.rules:
+        try:
+            broken = rule(case, inputs, group)
+        except Exception:  # a rule may assume right values; it is a remark here
+            continue
+        if broken:
+            out.append(broken[0][1].split("\n")[0])
+        if len(out) >= 3:
+            break
+    return out
 
 
 def case_numbers(case):
