@@ -79,12 +79,18 @@ class Param:
         if self.numeric:
             distinct = [v for _, v in sorted(zip(nums, distinct), key=lambda p: p[0])]
         self.values = distinct
+        # A 0/1 facet whose name is words or a condition, not a parameter's name.
+        self.flag = (self.numeric and {_number(v) for v in distinct} <= {0.0, 1.0} and
+                     not name.isidentifier())
 
     def _form(self, chosen):
         """(condition, how many things it names) for the values `chosen`."""
         vals = [v for v in self.values if v in chosen]
         rest = [v for v in self.values if v not in chosen]
         k = len(vals)
+        if self.flag and k == 1:
+            # A flag named in words ("one token", "alpha>0"): itself, or its absence.
+            return (self.name if _number(vals[0]) else f"no {self.name}"), 1
         if k >= 2 and self.numeric and vals == self.values[-k:]:
             return f"{self.name}>={_show(vals[0])}", 1
         if k >= 2 and self.numeric and vals == self.values[:k]:
@@ -105,9 +111,10 @@ class Param:
         return self._form(chosen)[0]
 
 
-def candidates(rows):
+def candidates(rows, wide=False):
     """The parameters worth naming: those that every case has, that vary, and (np
-    aside) whose values repeat across cases."""
+    aside) whose values repeat across cases; wide: those whose values do not (M of
+    1, 2, 3, 4 ...), which only a one-value split may use ("all but those with M=1")."""
     if not rows:
         return []
     names = list(dict.fromkeys(k for f, _ in rows for k in f if k not in IGNORED))
@@ -119,8 +126,10 @@ def candidates(rows):
         p = Param(name, values)
         if len(p.values) < 2:
             continue
-        if name != "np" and len(p.values) > max(2, len(rows) // 2):
+        if (name != "np" and len(p.values) > max(2, len(rows) // 2)) != wide:
             continue
+        if wide and "seed" in name:
+            continue  # a value of its own for each case: no explanation
         out.append(p)
     return out
 
@@ -135,8 +144,9 @@ def _split(p, rows):
     return out
 
 
-def exact_single(params, rows):
-    """Every sentence 'exactly those with p=A' / 'all but those with p=B' that holds."""
+def exact_single(params, rows, most_terms=None):
+    """Every sentence 'exactly those with p=A' / 'all but those with p=B' that holds, as
+    (how many values it names, sentence); most_terms: only those naming at most that."""
     found = []
     for p in params:
         split = _split(p, rows)
@@ -145,8 +155,10 @@ def exact_single(params, rows):
         fail = {v for v, (a, _) in split.items() if a}
         ok = {v for v, (a, _) in split.items() if not a}
         # Which cases failed is said outright unless the passing ones take fewer values.
-        found.append(f"all but those with {p.says(ok)}" if p.terms(ok) < p.terms(fail) else
-                     f"exactly those with {p.says(fail)}")
+        side, lead = (ok, "all but those with") if p.terms(ok) < p.terms(fail) else \
+            (fail, "exactly those with")
+        if most_terms is None or p.terms(side) <= most_terms:
+            found.append((p.terms(side), f"{lead} {p.says(side)}"))
     return found
 
 
@@ -164,7 +176,7 @@ def exact_pair(params, rows):
             inside = [failed for f, failed in rows
                       if _key(f[p.name]) in a and _key(f[q.name]) in b]
             if all(bool(x) == which for x in inside):
-                found.append(f"{lead} {p.says(a)} and {q.says(b)}")
+                found.append((p.terms(a) + q.terms(b), f"{lead} {p.says(a)} and {q.says(b)}"))
     return found
 
 
@@ -226,13 +238,16 @@ def explain(rows):
     if nfail == 0 or nfail == len(ran):
         return None
     params = candidates(ran)
-    for finder in (exact_single, exact_pair):
-        found = finder(params, ran)
+    for finder in (lambda: exact_single(params, ran) +
+                   exact_single(candidates(ran, wide=True), ran, most_terms=1),
+                   lambda: exact_pair(params, ran)):
+        found = finder()
         if found:
-            best = min(found, key=len)  # the first of the shortest: np comes first
+            # The fewest values named, then the shortest, then the first: np comes first.
+            terms, best = min(found, key=lambda f: (f[0], len(f[1])))
             lead = best.split(" with ", 1)[0]
-            others = [s for s in found if s != best and s.startswith(lead + " with ")
-                      and len(s) <= len(best) + 12]
+            others = [s for t, s in found if s != best and s.startswith(lead + " with ")
+                      and t <= terms + 1 and len(s) <= len(best) + 12]
             if others:
                 # The same cases, named by another parameter: the two go together here.
                 best += f" (or equally, with {others[0].split(' with ', 1)[1]})"

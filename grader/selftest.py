@@ -1055,6 +1055,16 @@ def test_pattern(s):
          "all 4 cases failed, 3 WRONG and 1 RULE"),
         (rows(grid, lambda c: c["np"] == 2 and c["count"] == 1), (),
          "1 of 12 cases failed: only this one"),
+        (rows([{"np": 2, "in": i, "bias": b} for i, b in ((7, 1), (9, 0), (13, 1), (2, 1),
+                                                            (1, 0), (12, 1))],
+              lambda c: c["bias"] == 1), (),
+         "4 of 6 cases failed: exactly those with bias=1"),
+        (rows([{"np": n, "M": m, "rows": 1 + m % 2} for n in (2, 4) for m in (1, 2, 3, 5, 8)],
+              lambda c: c["M"] != 1), (),
+         "8 of 10 cases failed: exactly those with M>=2"),
+        (rows([{"np": 2, "T": t, "one token": int(t == 1)} for t in (1, 4, 6, 9)],
+              lambda c: c["T"] != 1), (),
+         "3 of 4 cases failed: exactly those with T>=4 (or equally, with no one token)"),
         (rows(grid, lambda c: False), (), ""),
         ([(grid[0], True)] + [(c, None) for c in grid[1:]], (), ""),
     ]
@@ -1065,7 +1075,9 @@ def test_pattern(s):
             bad.append(f"expected {expect!r}, got {got!r}")
     s.record("pattern of failures: one parameter, its complement, >= and lists, two parameters, "
              "a partial split, case numbers when nothing splits them (a per-case seed never "
-             "does), tied parameters, facets, cases not run, mixed verdicts",
+             "does), tied parameters, facets, cases not run, mixed verdicts; the split that "
+             "names the fewest values (bias=1, not in=1,9); a parameter of many values where "
+             "one range splits them (M>=2); flags named in words",
              not bad, bad)
 
 
