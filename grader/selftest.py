@@ -967,8 +967,14 @@ def test_debug_san(s):
     """make debug SAN=1: a SAN mutant's report (graded with --san) names the sanitizer's
     debug command, and that command runs the case again in the AddressSanitizer build,
     rank 0 waiting (let go by SIGUSR1 here), to the same CRASH."""
-    lec = "lc3_zero"
-    m = mutants.parse(os.path.join(HERE, "mutants", lec, "zero1_update_padded_san.patch"))
+    found = [(lec, m) for lec in lectures.names()
+             for m in (mutants.parse(p) for p in sorted(glob.glob(
+                 os.path.join(HERE, "mutants", lec, "*.patch"))))
+             if "--san" in m.args and m.expect == "CRASH" and m.target.endswith(".c")]
+    if not found:
+        s.record("make debug SAN=1: a CRASH mutant graded with --san to try it on", False)
+        return
+    lec, m = found[0]
     ex = os.path.splitext(os.path.basename(m.target))[0]
     tree = mutant_tree("debug_san", lec, m.name)
     res = subprocess.run([sys.executable, os.path.join(HERE, "grade.py"), "--lc", lec,
