@@ -1371,16 +1371,20 @@ def case_numbers(case):
 
 
 def named_constant(c, case):
-    """' (2 = M)' when c is one of the case's numbers (or 1/c is: ' (1/2 = 1/np)'), else ''."""
+    """(c as the case's number it equals, ' (2 = M)') when c is one of the case's numbers
+    (or 1/c is: ' (1/2 = 1/np)'), else (c, ''). A ratio of float32 gradients is that number
+    only to rounding, so the number itself is what is shown."""
     if not np.isfinite(c) or c == 0:
-        return ""
+        return c, ""
     for value, form in ((c, "{}"), (1 / c, "1/{}")):
-        names = [k for k, v in case_numbers(case).items()
+        found = [(k, v) for k, v in case_numbers(case).items()
                  if v not in (0, 1) and abs(value - v) <= 1e-4 * abs(v)]
-        if names:
-            shown = f"{c:.6g}" if form == "{}" else f"1/{value:.6g}"
-            return f" ({shown} = {' = '.join(form.format(n) for n in names)})"
-    return ""
+        if found:
+            v = float(found[0][1])
+            shown = f"{v:g}" if form == "{}" else f"1/{v:g}"
+            return (v if form == "{}" else 1 / v,
+                    f" ({shown} = {' = '.join(form.format(k) for k, _ in found)})")
+    return c, ""
 
 
 def relation(case, name, exp, got, rank, expected, inputs):
@@ -1404,8 +1408,9 @@ def relation(case, name, exp, got, rank, expected, inputs):
         ratio = g[nz] / e[nz]
         c = float(np.median(ratio))
         if abs(c - 1) > 1e-3 and np.allclose(ratio, c, rtol=1e-4):
+            c, named = named_constant(c, case)
             return [f"got = {c:.6g} x expected on every element of '{name}'"
-                    f"{named_constant(c, case)}: a scale applied twice, or not at all?"]
+                    f"{named}: a scale applied twice, or not at all?"]
     before = inputs.get(name)
     if isinstance(before, list):
         before = before[rank] if rank < len(before) else None
