@@ -27,6 +27,7 @@ The last line is "N passed, N failed".
 """
 
 import argparse
+import dataclasses
 import glob
 import json
 import os
@@ -1576,6 +1577,40 @@ def names_outside(files, owned):
     return bad
 
 
+def unlabelled_parameters(test, cases):
+    """The parameters of test's cases that its label does not carry: those that vary among
+    the cases and where some case, given another of the test's values for it (the rest
+    unchanged), keeps its label. A report names the failing case by its label, and the
+    line that says which cases failed names these parameters: each must be readable there."""
+    varying = {k for c in cases for k in c.params if k != "fn" and
+               len({repr(x.params.get(k)) for x in cases}) > 1}
+    if len({c.np for c in cases}) > 1:
+        varying.add("np")
+    found = []
+    for name in sorted(varying):
+        values = list(dict.fromkeys(c.np if name == "np" else c.params.get(name)
+                                    for c in cases))
+        for c in cases:
+            other = next((v for v in values
+                          if repr(v) != repr(c.np if name == "np" else c.params.get(name))),
+                         None)
+            twin = dataclasses.replace(c, params=dict(c.params))
+            if name == "np":
+                twin.np = other
+            else:
+                twin.params[name] = other
+            try:
+                same = test.label(twin) == test.label(c)
+            except Exception:
+                continue  # a value this case's shape cannot take: another case decides
+            if same:
+                found.append(f"{test.lecture} {test.name}: the label '{test.label(c)}' does not "
+                             f"change with {name} ({c.np if name == 'np' else c.params[name]}"
+                             f" or {other})")
+                break
+    return found
+
+
 def test_lectures(s):
     s.section("lectures: each one unit, found by looking")
     names = lectures.names()
@@ -1638,6 +1673,27 @@ def test_lectures(s):
     with open("README.md") as f:
         s.record("the README points to docs/from_torch.md", "(docs/from_torch.md)" in f.read(),
                  [])
+    bad = []
+    for lec in names:
+        tests = lectures.load(lec).TESTS
+        for ex in dict.fromkeys(t.exercise for t in tests):
+            mine = [t for t in tests if t.exercise == ex]
+            numbered = harness.numbered_cases(mine, 1)
+            bad += [p for t in mine for p in unlabelled_parameters(t, numbered[t.name])]
+    s.record("labels: each case's label carries every parameter its test's cases vary in",
+             not bad, bad)
+    # Negative control: the same label, shown each case's first varying parameter
+    # as the first case has it, must be reported for that parameter.
+    test = lectures.load(names[-1]).TESTS[0]
+    cases = harness.numbered_cases([test], 1)[test.name]
+    key = next(k for k in cases[0].params
+               if k != "fn" and len({repr(c.params[k]) for c in cases}) > 1)
+
+    def frozen(c):
+        return test.label(dataclasses.replace(c, params={**c.params, key: cases[0][key]}))
+    found = unlabelled_parameters(dataclasses.replace(test, label=frozen), cases)
+    s.record(f"labels: a label of {test.name} that leaves out {key} is reported (negative "
+             f"control)", len(found) == 1 and f"with {key} " in found[0], found)
     import hints
     bad = hints.check()
     s.record("hints: every exercise has its three (the idea, the structure, near-code); every "

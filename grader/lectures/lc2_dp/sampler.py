@@ -25,9 +25,9 @@ def sizes(np_, rng):
 
 
 def sampler_label(case):
-    """'np=3 n=10 shuffle drop_last', 'np=4 n=7 in order'."""
+    """'np=3 n=10 shuffle drop_last seed=7', 'np=4 n=7 in order seed=7'."""
     return (f"np={case.np} n={case['n']} {'shuffle' if case['shuffle'] else 'in order'}"
-            f"{' drop_last' if case['drop_last'] else ''}")
+            f"{' drop_last' if case['drop_last'] else ''} seed={case['seed']}")
 
 
 def sampler_facets(case):

@@ -190,7 +190,7 @@ def mixed_label(case):
     p = case.params
     kind = "Adam" if float(p["wd"]) == 0 else f"AdamW wd={p['wd']}"
     return (f"np={case.np} {p['dims']} {p['act']} {p['loss']} steps={p['steps']} {kind} "
-            f"lr={p['lr']} scale0={p['scale0']} interval={p['interval']} "
+            f"lr={p['lr']} betas=({p['beta1']},{p['beta2']}) scale0={p['scale0']} interval={p['interval']} "
             f"overflow at step {p['overflow'].replace(',', ' and ')}")
 
 

@@ -367,7 +367,8 @@ DAMAGED = {"truncate": "shard-1.bin", "step": "shard-1.bin", "magic": "meta.bin"
 
 def damage_label(case):
     p = case.params
-    return f"np={case.np} saved at {p['save_np']}, loaded at {p['load_np']}, damaged"
+    return (f"np={case.np} saved at {p['save_np']}, loaded at {p['load_np']}, damaged "
+            f"({p['damage']}): {p['dims']} {p['act']} {p['loss']}, {p['batch']} rows")
 
 
 def damage(case, d):

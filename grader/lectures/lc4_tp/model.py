@@ -61,7 +61,7 @@ CONFIGS = {
 def model_label(case):
     p = case.params
     return (f"np={case.np} V={p['vocab']} d={p['d']} L={p['layers']} heads={p['hq']}/"
-            f"{p['hkv']}x{p['hd']} ff={p['ff']} tokens={p['batch']}x{p['T']}")
+            f"{p['hkv']}x{p['hd']} ff={p['ff']} tokens={p['batch']}x{p['T']} wd={p['wd']}")
 
 
 def model_cases(rng):

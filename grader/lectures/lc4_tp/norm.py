@@ -43,7 +43,8 @@ FORBIDDEN = [(r"^xt_rmsnorm_(forward|backward)$",
 
 
 def norm_label(case):
-    return f"np={case.np} tokens={case['tokens']} d={case['d']} eps={case['eps']}"
+    zero = " one token all zeros" if case["zero_token"] else ""
+    return f"np={case.np} tokens={case['tokens']} d={case['d']} eps={case['eps']}{zero}"
 
 
 def norm_cases(rng):

@@ -95,7 +95,8 @@ def basic_inputs(case, rng):
 
 
 def basic_label(case):
-    return f"np={case.np} rows={case['mb_rows']} layers={pp.nlayers(case)}"
+    return (f"np={case.np} rows={case['mb_rows']} layers={pp.nlayers(case)} "
+            f"dims={case['dims']} {case['act']}")
 
 
 def basic_facets(case):

@@ -74,7 +74,8 @@ def segments(case):
 def label(case):
     d = pp.dims_of(case)
     same = " equal widths" if len(set(d)) == 1 else ""
-    return f"L={pp.nlayers(case)} nseg={nseg(case)} rows={case['mb_rows']}{same}"
+    return (f"L={pp.nlayers(case)} nseg={nseg(case)} rows={case['mb_rows']}{same} "
+            f"dims={case['dims']} {case['act']}")
 
 
 def facets(case):

@@ -109,7 +109,8 @@ WHY = {"odd_np": "np odd", "odd_M": "M odd", "few_M": "M < 2 np"}
 
 
 def refusal_label(case):
-    return f"np={case.np} M={case['M']} ({WHY[case['why']]})"
+    return (f"np={case.np} M={case['M']} dims={case['dims']} {case['act']} "
+            f"({WHY[case['why']]})")
 
 
 def refusal(case, inp, error, d):

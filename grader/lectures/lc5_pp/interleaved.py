@@ -95,7 +95,8 @@ def refusal(case, inp, error, d):
 
 
 def refusal_label(case):
-    return f"np={case.np} M={case['M']} v={case['v']} (M not a multiple of np)"
+    return (f"np={case.np} M={case['M']} mb_rows={case['mb_rows']} v={case['v']} "
+            f"dims={case['dims']} {case['act']} (M not a multiple of np)")
 
 
 @test("pp_interleaved", points=3, inputs=pp.pipeline_inputs, reference=pp.pipeline_reference,

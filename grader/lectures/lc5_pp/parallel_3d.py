@@ -96,7 +96,7 @@ def p3d_label(case):
     p = case.params
     dp, pp, tp = mesh(case)
     return (f"np={case.np} mesh dp={dp} pp={pp} tp={tp} M={p['M']} L={p['layers']} "
-            f"batch={p['seqs']}x{p['T']}")
+            f"batch={p['seqs']}x{p['T']} ff={p['ff']} wd={p['wd']}")
 
 
 def p3d_facets(case):

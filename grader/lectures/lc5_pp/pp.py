@@ -75,7 +75,8 @@ def holds(case, rank, s):
 def label(case):
     p = case.params
     v = f" v={p['v']}" if "v" in p else ""
-    return f"np={case.np} M={p['M']} mb_rows={p['mb_rows']} layers={nlayers(case)}{v}"
+    return (f"np={case.np} M={p['M']} mb_rows={p['mb_rows']} layers={nlayers(case)}{v} "
+            f"dims={p['dims']} {p['act']}")
 
 
 def facets(case):

@@ -64,6 +64,8 @@ def label(case):
         parts.append(f"alpha={p['alpha']:g}")
     if p["skew"]:
         parts.append("skewed")
+    if p.get("one"):
+        parts.append("an expert with one choice")
     return " ".join(parts)
 
 
