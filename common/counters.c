@@ -45,6 +45,69 @@ static void add_event(int fn, char dir, int peer, int tag, long bytes, char comm
         (event){(short)fn, dir, comm, peer, tag, bytes, xti.compute, xti.compute_at};
 }
 
+/*
+ * The ledger: per kind of communicator, peer (its rank in MPI_COMM_WORLD, so that every
+ * rank's entries name the same processes) and tag, the messages this rank sent and
+ * received in the case. Summed over the ranks of a case that stopped, a send that no
+ * receive balances is a message that was sent and never received: what a deadlock's report
+ * names beside the calls the ranks are blocked in (a send completes once the message has
+ * left, so the blocked calls alone do not show it). The watchdog's thread reads it.
+ */
+typedef struct {
+    char dir, comm;
+    int peer, tag;
+    long msgs, bytes, last; /* last: the bytes of the latest message */
+} ledger_entry;
+enum { LEDGER_MAX = 192 };
+static ledger_entry ledger[LEDGER_MAX];
+static atomic_int n_ledger, ledger_full;
+
+static void ledger_add(char dir, MPI_Comm comm, int peer, int tag, long bytes)
+{
+    char kind = xti_comm_kind(comm);
+    int world = xti_world_rank(comm, peer), n = atomic_load(&n_ledger);
+    for (int i = n - 1; i >= 0; i--) {
+        ledger_entry *e = &ledger[i];
+        if (e->dir == dir && e->comm == kind && e->peer == world && e->tag == tag) {
+            e->msgs++;
+            e->bytes += bytes;
+            e->last = bytes;
+            return;
+        }
+    }
+    if (n == LEDGER_MAX) {
+        atomic_store(&ledger_full, 1);
+        return;
+    }
+    ledger[n] = (ledger_entry){dir, kind, world, tag, 1, bytes, bytes};
+    atomic_store(&n_ledger, n + 1); /* the entry is whole before the watchdog can see it */
+}
+
+size_t xti_ledger_describe(char *out, size_t cap)
+{
+    size_t len = 0;
+    int n = atomic_load(&n_ledger);
+    if (cap)
+        out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const ledger_entry *e = &ledger[i];
+        char item[96];
+        int k = snprintf(item, sizeof item, "%s%c %s %d %d %ld %ld %ld", len ? ";" : "", e->dir,
+                         xti_comm_kind_name(e->comm), e->peer, e->tag, e->msgs, e->bytes, e->last);
+        if (k < 0 || len + (size_t)k + 3 > cap) {
+            atomic_store(&ledger_full, 1);
+            break;
+        }
+        memcpy(out + len, item, (size_t)k + 1);
+        len += (size_t)k;
+    }
+    if (atomic_load(&ledger_full) && len + 2 < cap) {
+        memcpy(out + len, len ? ";+" : "+", len ? 3 : 2);
+        len += len ? 2 : 1;
+    }
+    return len;
+}
+
 long xti_events_logged(void)
 {
     return n_events + dropped_events;
@@ -56,18 +119,19 @@ void xti_count_call(int fn)
     total[fn].calls++;
 }
 
-void xti_count_sent(int fn, int peer, int tag, long bytes, char comm)
+void xti_count_sent(int fn, int peer, int tag, long bytes, MPI_Comm comm)
 {
     if (peer == MPI_PROC_NULL)
         return;
+    ledger_add('S', comm, peer, tag, bytes);
     stats[fn].msgs_sent++;
     total[fn].msgs_sent++;
     stats[fn].bytes_sent += bytes;
     total[fn].bytes_sent += bytes;
-    add_event(fn, 'S', peer, tag, bytes, comm);
+    add_event(fn, 'S', peer, tag, bytes, xti_comm_kind(comm));
 }
 
-void xti_count_recv(int fn, const MPI_Status *st, char comm)
+void xti_count_recv(int fn, const MPI_Status *st, MPI_Comm comm)
 {
     if (st->MPI_SOURCE == MPI_PROC_NULL)
         return;
@@ -82,7 +146,8 @@ void xti_count_recv(int fn, const MPI_Status *st, char comm)
     total[fn].msgs_recv++;
     stats[fn].bytes_recv += n;
     total[fn].bytes_recv += n;
-    add_event(fn, 'R', st->MPI_SOURCE, st->MPI_TAG, n, comm);
+    ledger_add('R', comm, st->MPI_SOURCE, st->MPI_TAG, n);
+    add_event(fn, 'R', st->MPI_SOURCE, st->MPI_TAG, n, xti_comm_kind(comm));
 }
 
 void xti_count_coll(int fn, long sent, long recvd, char comm)
@@ -126,6 +191,8 @@ void xt_mpi_stats_reset(void)
 {
     memset(stats, 0, sizeof stats);
     n_events = dropped_events = 0;
+    atomic_store(&n_ledger, 0);
+    atomic_store(&ledger_full, 0);
 }
 
 static void write_table(FILE *f, const xt_mpi_stats *t)

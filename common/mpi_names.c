@@ -90,3 +90,22 @@ const char *xti_comm_group(char kind)
 {
     return kind >= 1 && kind <= n_names ? names[kind - 1] + strlen("other@") : NULL;
 }
+
+int xti_world_rank(MPI_Comm comm, int rank)
+{
+    if (rank < 0 || comm == MPI_COMM_NULL)
+        return -1;
+    if (comm == MPI_COMM_WORLD)
+        return rank;
+    int inter = 0, world = MPI_UNDEFINED;
+    MPI_Group group, whole;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter ||
+        PMPI_Comm_group(comm, &group) != MPI_SUCCESS)
+        return -1;
+    if (PMPI_Comm_group(MPI_COMM_WORLD, &whole) == MPI_SUCCESS) {
+        PMPI_Group_translate_ranks(group, 1, &rank, whole, &world);
+        PMPI_Group_free(&whole);
+    }
+    PMPI_Group_free(&group);
+    return world == MPI_UNDEFINED ? -1 : world;
+}

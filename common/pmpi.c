@@ -111,8 +111,8 @@ static int leave(int rc)
 static void req_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, MPI_Comm comm,
                     int persistent, const void *buf, int count, MPI_Datatype dt, char *shadow)
 {
-    xti_request_add(h, fn, dir, peer, tag, bytes, xti_comm_kind(comm), persistent, buf, count, dt,
-                    shadow, outer_call.site);
+    xti_request_add(h, fn, dir, peer, tag, bytes, comm, persistent, buf, count, dt, shadow,
+                    outer_call.site);
 }
 
 /* =================================================================== wrappers */
@@ -129,7 +129,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
     if (outer) {
         xti_check_buffer_free(FN(MPI_Send), 'S', buf, count, dt);
         xti_watch_send(buf, count, dt, dest);
-        xti_count_sent(FN(MPI_Send), dest, tag, b, xti_comm_kind(comm));
+        xti_count_sent(FN(MPI_Send), dest, tag, b, comm);
     }
     if (outer && strict_send)
         return leave(PMPI_Ssend(buf, count, dt, dest, tag, comm));
@@ -143,7 +143,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
         if (enter(FN(MPI_##name), dest, tag, b, comm)) {                                           \
             xti_check_buffer_free(FN(MPI_##name), 'S', buf, count, dt);                            \
             xti_watch_send(buf, count, dt, dest);                                                  \
-            xti_count_sent(FN(MPI_##name), dest, tag, b, xti_comm_kind(comm));                     \
+            xti_count_sent(FN(MPI_##name), dest, tag, b, comm);                                    \
         }                                                                                          \
         return leave(PMPI_##name(buf, count, dt, dest, tag, comm));                                \
     }
@@ -165,7 +165,7 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
     int rc = (outer && strict_send) ? PMPI_Issend(buf, count, dt, dest, tag, comm, req)
                                     : PMPI_Isend(buf, count, dt, dest, tag, comm, req);
     if (outer && rc == MPI_SUCCESS) {
-        xti_count_sent(FN(MPI_Isend), dest, tag, b, xti_comm_kind(comm));
+        xti_count_sent(FN(MPI_Isend), dest, tag, b, comm);
         req_add(*req, FN(MPI_Isend), 'S', dest, tag, b, comm, 0, buf, count, dt, NULL);
     }
     return leave(rc);
@@ -183,7 +183,7 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
         }                                                                                          \
         int rc = PMPI_##name(buf, count, dt, dest, tag, comm, req);                                \
         if (outer && rc == MPI_SUCCESS) {                                                          \
-            xti_count_sent(FN(MPI_##name), dest, tag, b, xti_comm_kind(comm));                     \
+            xti_count_sent(FN(MPI_##name), dest, tag, b, comm);                                    \
             req_add(*req, FN(MPI_##name), 'S', dest, tag, b, comm, 0, buf, count, dt, NULL);       \
         }                                                                                          \
         return leave(rc);                                                                          \
@@ -275,7 +275,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm c
         xti_check_buffer_free(FN(MPI_Recv), 'R', buf, count, dt);
     int rc = PMPI_Recv(buf, count, dt, src, tag, comm, st);
     if (outer && rc == MPI_SUCCESS) {
-        xti_count_recv(FN(MPI_Recv), st, xti_comm_kind(comm));
+        xti_count_recv(FN(MPI_Recv), st, comm);
         xti_watch_recv(buf, count, dt, st->MPI_SOURCE);
     }
     return leave(rc);
@@ -313,11 +313,11 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype sdt, int dest, int s
         xti_check_buffer_free(FN(MPI_Sendrecv), 'R', rbuf, rcount, rdt);
         xti_watch_send(sbuf, scount, sdt, dest);
         xti_call_second_peer(src, rtag);
-        xti_count_sent(FN(MPI_Sendrecv), dest, stag, b, xti_comm_kind(comm));
+        xti_count_sent(FN(MPI_Sendrecv), dest, stag, b, comm);
     }
     int rc = PMPI_Sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, src, rtag, comm, st);
     if (outer && rc == MPI_SUCCESS) {
-        xti_count_recv(FN(MPI_Sendrecv), st, xti_comm_kind(comm));
+        xti_count_recv(FN(MPI_Sendrecv), st, comm);
         xti_watch_recv(rbuf, rcount, rdt, st->MPI_SOURCE);
     }
     return leave(rc);
@@ -334,11 +334,11 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int st
         xti_check_buffer_free(FN(MPI_Sendrecv_replace), 'R', buf, count, dt);
         xti_watch_send(buf, count, dt, dest);
         xti_call_second_peer(src, rtag);
-        xti_count_sent(FN(MPI_Sendrecv_replace), dest, stag, b, xti_comm_kind(comm));
+        xti_count_sent(FN(MPI_Sendrecv_replace), dest, stag, b, comm);
     }
     int rc = PMPI_Sendrecv_replace(buf, count, dt, dest, stag, src, rtag, comm, st);
     if (outer && rc == MPI_SUCCESS) {
-        xti_count_recv(FN(MPI_Sendrecv_replace), st, xti_comm_kind(comm));
+        xti_count_recv(FN(MPI_Sendrecv_replace), st, comm);
         xti_watch_recv(buf, count, dt, st->MPI_SOURCE);
     }
     return leave(rc);
@@ -357,19 +357,19 @@ int MPI_Iprobe(int src, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
 }
 
 /* Matched probes: the message's communicator is not known at receive time. */
-static char probed_comm = 'o';
+static MPI_Comm probed_comm = MPI_COMM_NULL;
 
 int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *status)
 {
     if (enter(FN(MPI_Mprobe), src, tag, 0, comm))
-        probed_comm = xti_comm_kind(comm);
+        probed_comm = comm;
     return leave(PMPI_Mprobe(src, tag, comm, msg, status));
 }
 
 int MPI_Improbe(int src, int tag, MPI_Comm comm, int *flag, MPI_Message *msg, MPI_Status *status)
 {
     if (enter(FN(MPI_Improbe), src, tag, 0, comm))
-        probed_comm = xti_comm_kind(comm);
+        probed_comm = comm;
     return leave(PMPI_Improbe(src, tag, comm, flag, msg, status));
 }
 
@@ -392,7 +392,7 @@ int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Requ
     void *into = outer ? xti_shadow_open(buf, count, dt, 1, &shadow) : buf;
     int rc = PMPI_Imrecv(into, count, dt, msg, req);
     if (outer && rc == MPI_SUCCESS)
-        req_add(*req, FN(MPI_Imrecv), 'R', -1, -1, b, MPI_COMM_NULL, 0, buf, count, dt, shadow);
+        req_add(*req, FN(MPI_Imrecv), 'R', -1, -1, b, probed_comm, 0, buf, count, dt, shadow);
     else
         xti_shadow_undo(buf, count, dt, 1, shadow);
     return leave(rc);

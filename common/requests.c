@@ -40,10 +40,11 @@ typedef struct {
     MPI_Request h;
     short fn, started_fn; /* the call that made it, and the one that last started it */
     char dir;             /* 'S', 'R' or 'C' */
-    char comm;
+    MPI_Comm comm;
     char persistent, active, used;
     char dense; /* its datatype has no holes (see dense) */
     int peer, tag;
+    int world_peer; /* peer's rank in MPI_COMM_WORLD (-1: any, or none) */
     long bytes;
     const char *lo, *hi; /* the buffer's bytes, [lo, hi): MPI's until completion */
     char *copy;          /* strict: a send buffer's bytes when started */
@@ -269,7 +270,7 @@ static void keep_copy(request *r)
 
 static void req_remove(request *r);
 
-void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, char comm,
+void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, MPI_Comm comm,
                      int persistent, const void *buf, int count, MPI_Datatype dt, char *shadow,
                      const void *site)
 {
@@ -303,6 +304,7 @@ void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long by
                  .started_fn = (short)fn,
                  .dir = dir,
                  .comm = comm,
+                 .world_peer = xti_world_rank(comm, peer),
                  .persistent = (char)persistent,
                  .active = (char)!persistent,
                  .peer = peer,
@@ -671,6 +673,27 @@ int xti_receives_pending(long *bytes)
             *bytes += owners[i].hi - owners[i].lo;
         }
     return n;
+}
+
+size_t xti_receives_waiting(char *out, size_t len, size_t cap)
+{
+    /* The program is stuck in a call, so the table holds still while this reads it. */
+    for (size_t i = 0; i < cap_reqs; i++) {
+        const request *r = &reqs[i];
+        if (!r->used || !r->active || r->dir != 'R' || r->peer == MPI_PROC_NULL)
+            continue;
+        char peer[16], tag[16], item[96];
+        snprintf(peer, sizeof peer, r->world_peer < 0 ? "any" : "%d", r->world_peer);
+        snprintf(tag, sizeof tag, r->tag < 0 ? "any" : "%d", r->tag);
+        int k = snprintf(item, sizeof item, "%sW %s %s %s %ld %s", len ? ";" : "",
+                         xti_comm_kind_name(xti_comm_kind(r->comm)), peer, tag, r->bytes,
+                         xti_fn_name[r->started_fn]);
+        if (k < 0 || len + (size_t)k + 1 > cap)
+            break;
+        memcpy(out + len, item, (size_t)k + 1);
+        len += (size_t)k;
+    }
+    return len;
 }
 
 int xti_exchanges_pending(long *bytes)

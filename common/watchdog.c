@@ -75,6 +75,12 @@ static void report_and_exit(void)
         }
     }
     snprintf(text, sizeof text, "%s: %s", state, what);
+    /* What the rank sent and received in the case, and the receives it still waits on:
+     * the grader pairs them across ranks (a message sent and never received). */
+    static char ledger[3000];
+    size_t n = xti_ledger_describe(ledger, sizeof ledger);
+    xti_receives_waiting(ledger, n, sizeof ledger);
+    xti_status_line("LEDGER", ledger);
     xti_status_line("HANG", text);
     if (xti.case_index >= 0)
         xti_diag("[xt] watchdog: case %d still running after %.1f s; world rank %d: %s\n",

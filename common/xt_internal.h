@@ -11,8 +11,8 @@
  *   0 core_state.c core_clock.c dtype.c
  *   1 core_err.c mpi_names.c
  *   2 core_opts.c print.c npy.c notes.c counters.c call.c
- *   3 mem.c trace.c watch.c requests.c watchdog.c crash.c debugger.c mesh.c work.c
- *   4 pmpi.c record.c nn.c
+ *   3 mem.c trace.c watch.c requests.c crash.c debugger.c mesh.c work.c
+ *   4 pmpi.c record.c nn.c watchdog.c
  *   5 case.c transformer.c stage.c attn_block.c attn_tile.c
  *   6 case_run.c train.c tp_stage.c moe.c
  *   7 init.c
@@ -279,6 +279,9 @@ const char *xti_comm_kind_name(char kind);
  * the record says which group a message went on; NULL forgets comm (before freeing it). */
 void xti_comm_set_group(MPI_Comm comm, const char *name);
 const char *xti_comm_group(char kind); /* "pp" for a named group's kind, else NULL */
+/* rank of comm as a rank of MPI_COMM_WORLD; -1 for a negative rank (MPI_ANY_SOURCE,
+ * MPI_PROC_NULL), MPI_COMM_NULL or an intercommunicator. */
+int xti_world_rank(MPI_Comm comm, int rank);
 
 /* ----------------------------------------------------------------- layer 2 */
 
@@ -303,12 +306,17 @@ void xti_notes_write(FILE *f); /* the N lines of a case record */
 
 /* counters.c */
 void xti_count_call(int fn);
-void xti_count_sent(int fn, int peer, int tag, long bytes, char comm);
-void xti_count_recv(int fn, const MPI_Status *st, char comm); /* what arrived */
+void xti_count_sent(int fn, int peer, int tag, long bytes, MPI_Comm comm);
+void xti_count_recv(int fn, const MPI_Status *st, MPI_Comm comm); /* what arrived */
 void xti_count_coll(int fn, long sent, long recvd, char comm);
 void xti_count_rma(int fn, int target, long bytes);
 void xti_counters_write(FILE *f); /* the C, E and D lines of a case record */
 long xti_events_logged(void);     /* E lines so far in this case, dropped ones included */
+/* The case's point-to-point ledger, for a deadlock's report (watchdog.c, a LEDGER status
+ * line): "S case 1 3 2 128 64;R case 0 3 1 64 64;..." (sent or received, on which kind of
+ * communicator, the peer's world rank, the tag, messages, bytes, the last message's bytes),
+ * "+" at the end where entries did not fit. Read from the watchdog's thread. */
+size_t xti_ledger_describe(char *out, size_t cap);
 
 /* call.c */
 enum { XTI_MAX_SHOWN = 4 };
@@ -386,7 +394,7 @@ void xti_request_coll(MPI_Request h, xti_coll_bufs *cb);
  * file:line; "" when unknown. */
 void xti_site_format(const void *addr, char *out, size_t cap);
 /* site: where the exercise started it (the MPI call's return address). */
-void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, char comm,
+void xti_request_add(MPI_Request h, int fn, char dir, int peer, int tag, long bytes, MPI_Comm comm,
                      int persistent, const void *buf, int count, MPI_Datatype dt, char *shadow,
                      const void *site);
 /* A persistent request's start by fn at site: starting, before MPI_Start (a receive's shadow
@@ -402,6 +410,11 @@ void xti_request_freed(MPI_Request h);
 void xti_request_show(const MPI_Request *hs, int n); /* what a wait waits for, to call.c */
 /* The receives started and not yet complete (MPI_PROC_NULL's aside), and their bytes. */
 int xti_receives_pending(long *bytes);
+/* The receives started and not yet complete, for a deadlock's report: "W case 0 2 64
+ * MPI_Irecv;..." (the communicator's kind, the peer's world rank or "any", the tag or
+ * "any", bytes, the call), after out's first len bytes, each entry led by ';' where len > 0.
+ * Read from the watchdog's thread while the program is stuck. Returns the new length. */
+size_t xti_receives_waiting(char *out, size_t len, size_t cap);
 /* The same, and the nonblocking collectives started and not complete, with the bytes they
  * counted at their start. */
 int xti_exchanges_pending(long *bytes);

@@ -758,14 +758,50 @@ def test_blocked_explanations(s):
         [(0, "MPI_Wait(MPI_Irecv from 1, tag any, 16 B) for 3.0 s"), tags[1]], in_a_case=True)
     if any(ln.startswith("never matched") for ln in lines):
         problems.append(f"MPI_ANY_TAG taken for a mismatch: {lines!r}")
+    # The ranks' ledgers (LEDGER status lines): what each sent and received, and the
+    # receives still posted; world ranks 4, 5 are case ranks 0, 1.
+    def ledger(*texts):
+        lines = [harness.StatusLine("LEDGER", 3, 0, r, 4 + r, t) for r, t in enumerate(texts)]
+        return harness.read_ledger(lines, {4: 0, 5: 1})
+    stuck = [(0, "MPI_Recv(from 1, tag 0, up to 16 B) for 3.0 s"),
+             (1, "MPI_Recv(from 0, tag 2, up to 16 B) for 3.0 s")]
+    found = {
+        "a nonblocking send of another tag, its sender in a receive":
+            (stuck, ledger("S case 5 4 1 16 16", "S case 4 3 1 16 16;R case 4 9 1 16 16"),
+             ["never matched: r0's message (to 1, tag 4, 16 B) and r1's receive (from 0, tag 2)"
+              ": their tags differ", "never matched: r1's message (to 0, tag 3, 16 B) and r0's"
+              " receive (from 1, tag 0): their tags differ"]),
+        "a message that a posted receive will take (its wait not yet returned)":
+            ([(0, "MPI_Wait(MPI_Irecv from 1, tag 7, 16 B) for 3.0 s"), (1, "finished")],
+             ledger("W case 5 7 16 MPI_Irecv", "S case 4 7 1 16 16"), []),
+        "a message to a rank that waits for nothing, and another communicator's":
+            ([(0, "returned from the function; waiting for the other ranks"),
+              (1, "MPI_Recv(from 0, tag 1, up to 8 B) on MPI_COMM_WORLD for 3.0 s")],
+             ledger("S case 5 1 2 16 8;R case 5 0 1 8 8", "S case 4 0 1 8 8"),
+             ["never matched: r0's 2 messages (to 1, tag 1, the last 8 B) and r1's receive (from "
+              "0, tag 1, on MPI_COMM_WORLD): they are on different communicators"]),
+        "a message whose receiver waits for nothing": (
+            [(0, "MPI_Barrier(0 B, 2 ranks) for 3.0 s"), (1, "MPI_Barrier(0 B, 2 ranks)")],
+            ledger("S other@pp 5 3 1 40 40", ""),
+            ["sent and never received: r0's message (to 1, tag 3, 40 B, on the pp group)"]),
+    }
+    found["a send its sender is blocked in (on its line already)"] = (
+        [(0, "MPI_Send(to 1, tag 0, 8 B) for 3.0 s"), (1, "MPI_Send(to 0, tag 0, 8 B) for 3.0 s")],
+        ledger("S case 5 0 1 8 8", "S case 4 0 1 8 8"), [])
+    for what, (blocked, led, want) in found.items():
+        got = harness.unmatched_pairs(blocked, led)
+        if len(got) != len(want) or any(not g.startswith(w) for g, w in zip(got, want)):
+            problems.append(f"{what}: {got!r}")
     banner = demo.BannerFilter()
     banner.line("[xt] watchdog: still running after 3.0 s; rank 1: " + recv_cycle[1][1])
     if banner.blocked != [recv_cycle[1]] or banner.limit != "3":
         problems.append(f"the demo's watchdog line read as {banner.blocked}, limit {banner.limit}")
     s.record("deadlock reports: MPI_COMM_WORLD named as the cause in a graded case, not in a demo; "
              "a receive cycle and a send cycle explained; a send and a receive of different "
-             "tags named as never matched (not with MPI_ANY_TAG); the demo reads the "
-             "watchdog's lines",
+             "tags named as never matched (not with MPI_ANY_TAG); from the ranks' ledgers, a "
+             "nonblocking send paired with the receive of another tag or communicator, a "
+             "message no receive waits for, none where a posted receive takes it; the demo "
+             "reads the watchdog's lines",
              not problems, problems)
     notes = [harness.slow_start_note(t, "box", ok) for t, ok in ((1.2, False), (9.0, False),
                                                                    (9.0, True))]
