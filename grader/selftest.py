@@ -1296,8 +1296,10 @@ def test_grades(s):
         got = grade(s, ["--lc", str(n)], f"{lec} stubs", "TODO")
         if got:
             took, rc, data = got
-            s.record(f"{lec} student tree: Score 0, non-zero exit, well within 60 s",
-                     rc != 0 and data["score"] == 0 and took < 60,
+            # No wall-time bound (a shared machine's load is not the tree's fault): a TODO
+            # that hung would be a DEADLOCK or TIMEOUT above, not a TODO.
+            s.record(f"{lec} student tree: Score 0, non-zero exit",
+                     rc != 0 and data["score"] == 0,
                      [f"score {data['score']}/{data['max']}, exit {rc}, {took:.1f} s"],
                      f"({took:.1f} s)")
 
