@@ -7,7 +7,7 @@
  *          -> L x [ a = x + attention(rmsnorm(x)) (heads split)     all-reduce n d
  *                   y = a + swiglu(rmsnorm(a))    (hidden split)    all-reduce n d ]
  *          -> rmsnorm -> LM head (vocab-parallel: columns of W)     no message
- *          -> fused cross-entropy over the vocabulary blocks        3 all-reduces of n
+ *          -> fused cross-entropy over the vocabulary blocks        all-reduces of n, 2n
  *
  * n = batch T tokens, whole on every rank between the layers. Each rank
  * holds: the vocabulary block xt_block(V, np, r) of the embedding's rows and

@@ -19,7 +19,7 @@
  *     r1   .F0F1f0b0--f1b1--F2B0--F3B1--f2b2--f3b3--B2--B3-- . .
  *
  * Each rank idles (np-1)(F+B) of a chunk, v times less than 1F1B's (np-1)
- * (F+B) of a whole stage: a bubble (np-1)/(v M) of the ideal step. The price
+ * (F+B) of a whole stage: a bubble (np-1)/(v M + np-1) of the step. The price
  * is messages: each of the v np - 1 stage boundaries carries one activation
  * forward and one gradient back per micro-batch, 2 (v np - 1) M messages in
  * the pipeline, about v times 1F1B's 2 (np-1) M. Megatron needs M to be a

@@ -15,10 +15,11 @@
  *     r2  .  .  F0 F1 .  B0 F2 B1 F3 B2 W0 F4 B3 W1 F5 B4 W2 B5 W3 W4 W5
  *     r3  .  .  .  F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 W3 W4 W5
  *
- * (p = 4, M = 6, F = B = W = 1 unit: make demo EX=pp_zero_bubble draws it;
- * libxt logs a B as I, the backward's input part). Each rank idles
- * (p-1)(F+B-W) = p-1 units of a step of 3M + p-1, against 1F1B's
- * (p-1)(F+B+W) = 3(p-1): a third of the bubble, for free. The memory is
+ * (p = 4, M = 6, one unit each: make demo EX=pp_zero_bubble draws it; libxt
+ * logs a B here as I, the backward's input part). With F a forward, B a
+ * whole backward (2 units) and W its weight part, each rank idles
+ * (p-1)(F+B-2W) = p-1 units of a step of 3M + p-1, against 1F1B's
+ * (p-1)(F+B) = 3(p-1): a third of the bubble, for free. The memory is
  * 1F1B's: a micro-batch is in flight from its forward to its W, at most
  * min(p, M) on every rank, which is 1F1B's peak (its first rank's).
  *

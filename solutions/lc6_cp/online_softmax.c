@@ -1,5 +1,5 @@
 /*
- * online_softmax.c: a softmax in one pass over blocks, and the log-sum-exp
+ * online_softmax.c: a softmax whose max and sum take one pass over blocks, and the log-sum-exp
  * merge of two partial results. docs/lc6_cp.md#online_softmax
  *
  * softmax(x)_i = e^(x_i - m) / s, m = max_j x_j, s = sum_j e^(x_j - m)
@@ -19,15 +19,19 @@
  * normalized output o and the log-sum-exp lse = m + log s, which is all it
  * takes to merge two results computed over different keys:
  *
- *     lse = log(e^lse_a + e^lse_b)
+ *     lse = log(e^lse_a + e^lse_b) = m + log(e^(lse_a - m) + e^(lse_b - m)),  m = max
  *     o   = e^(lse_a - lse) o_a + e^(lse_b - lse) o_b      (weights summing to 1)
+ *
+ * (computed in the second form: e^lse overflows a float once lse passes 88).
  *
  * That is how ring attention (ring_attention.c) adds up the blocks of keys
  * that visit a rank. A row that saw no key at all (every key masked) has
  * lse = -inf and must carry no weight, not NaN.
  *
- * Cost: online_softmax reads x once and writes y once, with O(1) state;
- * lse_merge 2 exps and a log per row, 3 flops per element. No messages.
+ * Cost: online_softmax reads x twice and writes y once, with O(1) state: one
+ * pass for (m, s), n exps and a rescale a block; y needs the final pair, so a
+ * second read with n more exps. lse_merge 2 exps and a log per row, 3 flops
+ * per element. No messages.
  */
 #include "xt_nn.h"
 
@@ -38,7 +42,7 @@
 void online_softmax(const float *x, float *y, int n, int block)
 {
     /*
-     * TODO: y = softmax(x) in one pass over blocks.
+     * TODO: y = softmax(x), its max and sum found in one pass over blocks.
      *   n >= 1, block >= 1 (the last block may be shorter). x holds values from -1e35 up
      *   to 1e4, and -inf (masked), even a whole block, never only -inf; no NaN in y. y
      *   within float32 roundings of e^(x - max) / sum: subtract the max itself in the exp

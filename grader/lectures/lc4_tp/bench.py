@@ -358,8 +358,9 @@ def memory_rows(entry):
     T, d = int(info.get("T", 0)), int(info.get("d", 0))
     s, h, a, t = T, d, max(1, d // 64), np_
     rows, errors = [], []
-    korth_mlp_tp = 2 * (5 * s * h + 16 * s * h / t)  # bytes: the MLP and its norm, fp16
-    korth_sp = 2 * 21 * s * h / t
+    # Bytes in fp16, as the paper counts them (both columns alike; the runs here are fp32).
+    korth_mlp_tp = 5 * s * h + 16 * s * h / t  # the MLP and its norm
+    korth_sp = 21 * s * h / t
     layer_tp = s * h * (10 + 24 / t + 5 * a * s / (h * t))
     layer_sp = s * h / t * (34 + 5 * a * s / h)
     act = entry["act"]
@@ -533,9 +534,12 @@ def print_memory_notes(results):
           "sbh/t(34+5as/h). 'K. MLP' keeps its MLP and MLP-norm terms only: the norm's input "
           "2sbh, the first linear's input 2sbh, the 4h-wide GeLU input and output 16sbh/t, "
           "the dropout mask sbh: TP 5sbh+16sbh/t, TP+SP 21sbh/t. Here: no dropout, no "
-          "attention (its 11sbh+5as^2b are in 'K. layer' only), fp32 (x2), SwiGLU keeps 3 "
+          "attention (its 11sbh+5as^2b are in 'K. layer' only), and fp32: the measured "
+          "columns are twice what an fp16 run keeps, so halve them to compare; SwiGLU keeps 3 "
           "ff-wide tensors where GeLU keeps 2 of 4h, and the norm's input is the residual the "
-          "caller keeps (not counted), its output is the linear's input (counted once)")
+          "caller keeps (not counted), its output is the linear's input (counted once). The "
+          "layer's sbh(10 + ...) not divided by t is the two norms' inputs (4sbh), the QKV and "
+          "first MLP linear's inputs (4sbh) and the two dropout masks (2sbh)")
 
 
 # ------------------------------------------------------------------ make test

@@ -221,7 +221,7 @@ def bubble_formula(kind, p, m, v=1):
     if kind == "interleaved":
         return 3 * (p - 1), "(p-1)(F+B) = 3(p-1) units of a chunk (v times smaller than a stage's)"
     if kind == "zb_h1":
-        return (p - 1), "(p-1)(F+B-W) = p-1"
+        return (p - 1), "(p-1)(F+B-2W) = p-1"
     raise ValueError(kind)
 
 

@@ -8,7 +8,7 @@ after its I, every I after the next stage's); at most min(np, M)
 micro-batches in flight (forwarded, W not yet run) on every rank, 1F1B's
 peak; each rank's calls exactly schedule.zb_h1's (so every W runs), and
 when they are not, with M >= np, what the wrong order costs: its replayed
-idle time against ZB-H1's (p-1)(F+B-W) = p-1 units; every point-to-point
+idle time against ZB-H1's (p-1)(F+B-2W) = p-1 units; every point-to-point
 message by peer and size, 2 (np-1) M in the pipeline. Every case runs in
 strict send mode (MPI_Send waits for its receive): the steady state's send
 of an activation and receive of a gradient, made as two blocking calls,
