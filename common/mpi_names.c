@@ -97,12 +97,15 @@ int xti_world_rank(MPI_Comm comm, int rank)
         return -1;
     if (comm == MPI_COMM_WORLD)
         return rank;
-    int inter = 0, world = MPI_UNDEFINED;
+    int inter = 0, world = MPI_UNDEFINED, size = 0;
     MPI_Group group, whole;
     if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter ||
         PMPI_Comm_group(comm, &group) != MPI_SUCCESS)
         return -1;
-    if (PMPI_Comm_group(MPI_COMM_WORLD, &whole) == MPI_SUCCESS) {
+    /* A rank out of range is the program's error, which MPI reports in its own call;
+     * translating it first would read past the group's table. */
+    if (PMPI_Group_size(group, &size) == MPI_SUCCESS && rank < size &&
+        PMPI_Comm_group(MPI_COMM_WORLD, &whole) == MPI_SUCCESS) {
         PMPI_Group_translate_ranks(group, 1, &rank, whole, &world);
         PMPI_Group_free(&whole);
     }

@@ -279,8 +279,8 @@ const char *xti_comm_kind_name(char kind);
  * the record says which group a message went on; NULL forgets comm (before freeing it). */
 void xti_comm_set_group(MPI_Comm comm, const char *name);
 const char *xti_comm_group(char kind); /* "pp" for a named group's kind, else NULL */
-/* rank of comm as a rank of MPI_COMM_WORLD; -1 for a negative rank (MPI_ANY_SOURCE,
- * MPI_PROC_NULL), MPI_COMM_NULL or an intercommunicator. */
+/* rank of comm as a rank of MPI_COMM_WORLD; -1 for a rank outside comm (MPI_ANY_SOURCE,
+ * MPI_PROC_NULL, one past its size), MPI_COMM_NULL or an intercommunicator. */
 int xti_world_rank(MPI_Comm comm, int rank);
 
 /* ----------------------------------------------------------------- layer 2 */

@@ -1,25 +1,27 @@
 /*
  * parallel_3d.c: data x pipeline x tensor parallelism, the capstone: lecture
- * 4's decoder language model trained on a dp x pp x tp mesh of ranks.
+ * 4's decoder language model trained on a mesh of pp x dp x tp ranks.
  * docs/lc5_pp.md#parallel_3d
  *
- * libxt's mesh lays the ranks out on a grid, tp varying fastest, and gives
- * every rank one communicator per dimension. On 2 x 2 x 2 (rank = 4 dp + 2 pp
- * + tp):
+ * libxt's mesh lays the ranks out on a grid in Megatron-LM's order, tp
+ * varying fastest and pp slowest ("pp=2,dp=2,tp=2": rank = 4 pp + 2 dp + tp),
+ * and gives every rank one communicator per dimension:
  *
  *              pp 0 (embedding, blocks 0..)   pp 1 (.. blocks, head, loss)
- *     dp 0     [ r0  r1 ]  ---- pp ---->       [ r2  r3 ]
+ *     dp 0     [ r0  r1 ]  ---- pp ---->       [ r4  r5 ]
  *                 tp                              tp
- *     dp 1     [ r4  r5 ]  ---- pp ---->       [ r6  r7 ]
+ *     dp 1     [ r2  r3 ]  ---- pp ---->       [ r6  r7 ]
  *
  *     tp groups {0,1} {2,3} {4,5} {6,7}: one stage's tensors split in two;
  *               every block all-reduces n d floats twice forward and twice
- *               backward (inside libxt's xt_tp_stage)
- *     pp groups {0,2} {1,3} {4,6} {5,7}: 1F1B; each micro-batch's activations
- *               forward, its gradient back, point to point
- *     dp groups {0,4} {1,5} {2,6} {3,7}: replicas of one shard, each on its
+ *               backward (inside libxt's xt_tp_stage): neighbours, the
+ *               fastest links
+ *     dp groups {0,2} {1,3} {4,6} {5,7}: replicas of one shard, each on its
  *               own share of the batch; one all-reduce of the shard's
- *               gradients per step
+ *               gradients per step, the most bytes after tp's
+ *     pp groups {0,4} {1,5} {2,6} {3,7}: 1F1B; each micro-batch's activations
+ *               forward, its gradient back, point to point: the fewest
+ *               bytes, so the furthest apart
  *
  * Cost per step and rank, n = (seqs / dp / M) T tokens per micro-batch:
  * pp: M activations of n d floats to the next stage, M gradients of n d back
@@ -136,7 +138,7 @@ static xt_tp_stage *stage_of(const p3d_model *m, const float *full, const xt_mes
 }
 
 /*
- * The case: "mesh" (dp x pp x tp, as "2x2x2"), the model, "steps" steps of "seqs" sequences
+ * The case: "mesh" (as "pp=2,dp=2,tp=2"), the model, "steps" steps of "seqs" sequences
  * of T tokens in M micro-batches; "w0" the whole initial parameters, "tokens" and "targets"
  * every step's batch. Writes the loss of each step on the last stage's ranks, this rank's
  * shard's gradients after step 1 ("grads") and its parameters after the last ("params").
@@ -216,8 +218,8 @@ static float single_step(const p3d_model *m, float *w, float *g, float *mom, flo
 
 /*
  * A four-block decoder (vocab 29, d 8, 4 query heads on 2 KV heads) trained for 5 steps
- * of 4 sequences per data share in 4 micro-batches on a mesh made from np (8: 2 x 2 x 2;
- * 4: 1 x 2 x 2); each step's loss beside one process's on the whole batch, and at the end
+ * of 4 sequences per data share in 4 micro-batches on a mesh made from np (8: pp, dp and tp
+ * 2 each; 4: pp 2, tp 2); each step's loss beside one process's on the whole batch, and at the end
  * every rank's shard against the same slice of the single process's parameters. make
  * demo then draws the first step's stage calls of one pp group.
  */
@@ -228,7 +230,7 @@ static void demo(MPI_Comm comm)
     MPI_Comm_size(comm, &np);
     int tp = np % 2 ? 1 : 2, pp = (np / tp) % 2 ? 1 : 2, dp = np / (tp * pp);
     char description[64];
-    snprintf(description, sizeof description, "dp=%d,pp=%d,tp=%d", dp, pp, tp);
+    snprintf(description, sizeof description, "pp=%d,dp=%d,tp=%d", pp, dp, tp);
     xt_mesh mesh;
     xt_mesh_init(&mesh, description, comm);
     xt_mesh_print(&mesh);
@@ -287,7 +289,7 @@ static void demo(MPI_Comm comm)
         unsetenv("XT_STAGE_LOG");
     char slice[64] = "";
     for (int p = 0, at = 0; p < pp; p++)
-        at += snprintf(slice + at, sizeof slice - (size_t)at, "%s%d", p ? ", " : "", p * tp);
+        at += snprintf(slice + at, sizeof slice - (size_t)at, "%s%d", p ? ", " : "", p * dp * tp);
     xt_printf_root(comm,
                    "the timeline shows ranks %s: the pp group of dp 0, tp 0 (the rest "
                    "alike)\n",

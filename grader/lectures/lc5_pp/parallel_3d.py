@@ -1,10 +1,10 @@
 """parallel_3d.c: data x pipeline x tensor parallelism, the capstone: lecture 4's decoder
-language model trained for a few AdamW steps on a dp x pp x tp mesh of ranks.
+language model trained for a few AdamW steps on a mesh of pp x dp x tp ranks.
 
 The reference trains the whole model on one process in float64 on the whole batch
 (lecture 4's DecoderLM, initial_weights and hyperparameters, by import), from the same
-initial weights, on the same tokens. Rank r of the mesh (r = (dp pp + pp) tp + tp, tp
-fastest) holds the blocks of its pipeline stage (nn.block over the pp stages, the first
+initial weights, on the same tokens. Rank r of the mesh (r = (pp DP + dp) TP + tp: tp
+fastest, pp slowest, Megatron-LM's order) holds the blocks of its pipeline stage (nn.block over the pp stages, the first
 L % pp stages one block more; the embedding on the first, the final norm and the head on
 the last), each tensor cut over its tp group by lecture 4's split rules (model.shard with
 np = tp). Each rank writes its shard flat, in xt_tp_stage's order: its gradients after
@@ -18,7 +18,7 @@ magnitude; each parameter within PARAM_TOLERANCE (1e-4 (1 + |p|)), AdamW with ep
 turning a float32 gradient error into an update error of up to lr/eps times it. The
 pipeline and the data groups add only float32 sums over micro-batches and replicas of
 terms of one scale. Measured (grade.py --margins, seeds 1 to 6, 101, 102): the worst
-error, a step-1 gradient's, was 9.1% of its bound (seed 4, the 2 x 1 x 2 mesh).
+error, a step-1 gradient's, was 9.1% of its bound (seed 4, the mesh of dp 2, pp 1, tp 2).
 Gradients are compared because AdamW hides their scale (its first step is nearly lr
 sign(g)): a gradient summed over the replicas instead of averaged moves the parameters
 little (AdamW divides its scale out, but for eps), and the gradients by a whole factor.
@@ -46,24 +46,36 @@ from lectures.lc5_pp import schedule
 
 STEPS = 2
 
-# (mesh dp x pp x tp, layers, M, sequences per micro-batch, ff): the meshes of 4 ranks first
-# (each one dimension fewer, for debugging; 1 x 4 x 1 a deeper pipeline than M), then
-# 2 x 2 x 2. Every model: vocabulary 19
+# ((dp, pp, tp), layers, M, sequences per micro-batch, ff): the meshes of 4 ranks first
+# (each one dimension fewer, for debugging; pp 4 a deeper pipeline than M), then
+# dp = pp = tp = 2. Every model: vocabulary 19
 # (uneven over tp = 2), d 8, 4 query heads on 2 KV heads of 2, T 4.
-MESHES = [("1x2x2", 3, 2, 1, 11), ("2x2x1", 2, 3, 1, 12), ("2x1x2", 2, 2, 1, 11),
-          ("1x4x1", 5, 2, 1, 12), ("2x2x2", 3, 1, 2, 11), ("2x2x2", 2, 3, 1, 13)]
+MESHES = [((1, 2, 2), 3, 2, 1, 11), ((2, 2, 1), 2, 3, 1, 12), ((2, 1, 2), 2, 2, 1, 11),
+          ((1, 4, 1), 5, 2, 1, 12), ((2, 2, 2), 3, 1, 2, 11), ((2, 2, 2), 2, 3, 1, 13)]
+
+
+def description(dp, pp, tp):
+    """The mesh as the program's xt_mesh_init reads it: pp outermost, then dp, tp innermost
+    (Megatron-LM's default order, written fastest first as tp-dp-pp)."""
+    return f"pp={pp},dp={dp},tp={tp}"
 
 
 def mesh(case):
     """(dp, pp, tp) of the case."""
-    dp, pp, tp = (int(v) for v in case["mesh"].split("x"))
-    return dp, pp, tp
+    sizes = dict((k, int(v)) for k, v in (kv.split("=") for kv in case["mesh"].split(",")))
+    return sizes["dp"], sizes["pp"], sizes["tp"]
 
 
 def coords(case, r):
-    """Rank r's (dp, pp, tp) coordinates: tp varies fastest."""
-    _, pp, tp = mesh(case)
-    return r // (pp * tp), r // tp % pp, r % tp
+    """Rank r's (dp, pp, tp) coordinates: tp varies fastest, pp slowest."""
+    dp, _, tp = mesh(case)
+    return r // tp % dp, r // (dp * tp), r % tp
+
+
+def rank_of(case, dp, pp, tp):
+    """The rank at coordinates (dp, pp, tp)."""
+    DP, _, TP = mesh(case)
+    return (pp * DP + dp) * TP + tp
 
 
 def stage_blocks(case, p):
@@ -95,7 +107,7 @@ def flat_shard(case, r, views):
 def p3d_label(case):
     p = case.params
     dp, pp, tp = mesh(case)
-    return (f"np={case.np} mesh dp={dp} pp={pp} tp={tp} M={p['M']} L={p['layers']} "
+    return (f"np={case.np} mesh pp={pp} dp={dp} tp={tp} M={p['M']} L={p['layers']} "
             f"batch={p['seqs']}x{p['T']} ff={p['ff']} wd={p['wd']}")
 
 
@@ -108,9 +120,8 @@ def p3d_facets(case):
 
 def p3d_cases(rng):
     out = []
-    for k, (m, layers, M, per_mb, ff) in enumerate(MESHES):
-        dp, pp, tp = (int(v) for v in m.split("x"))
-        out.append({"np": dp * pp * tp, "mesh": m, "vocab": 19, "d": 8, "layers": layers,
+    for k, ((dp, pp, tp), layers, M, per_mb, ff) in enumerate(MESHES):
+        out.append({"np": dp * pp * tp, "mesh": description(dp, pp, tp), "vocab": 19, "d": 8, "layers": layers,
                     "hq": 4, "hkv": 2, "hd": 2, "ff": ff, "seqs": dp * M * per_mb, "T": 4,
                     "M": M, "steps": STEPS, "lr": "0.01", "wd": "0.1" if k % 2 else "0"})
     return out
@@ -217,15 +228,15 @@ def p3d_locator(case, name, index, rank):
 def replicas_agree(case, inputs, outs):
     """The data-parallel replicas of a shard (same pp and tp coordinates) hold it bit for
     bit the same, and return the same loss."""
-    dp, pp, tp = mesh(case)
-    pairs = [(r, r % (pp * tp)) for r in range(pp * tp, case.np)]
+    home = [rank_of(case, 0, c[1], c[2]) for c in (coords(case, r) for r in range(case.np))]
+    pairs = [(r, home[r]) for r in range(case.np) if home[r] != r]
     names = [k for k in outs[0] if k.endswith("_loss")] + ["grads", "params"]
     names += [k for k in outs[-1] if k.endswith("_loss") and k not in names]
     found = disagreement(outs, names, pairs)
     if not found:
         return []
     text, r = found
-    q = r % (pp * tp)
+    q = home[r]
     return [(r, f"{text}: ranks {q} and {r} are data-parallel replicas of one shard (dp "
                 f"{coords(case, q)[0]} and {coords(case, r)[0]}); after the all-reduce of the "
                 f"gradients over the dp group they take the same AdamW step from the same "
@@ -263,7 +274,7 @@ def timelines(case, records, r):
     import harness
     dp, pp, tp = mesh(case)
     c = coords(case, r)
-    ranks = [(c[0] * pp + p) * tp + c[2] for p in range(pp)]
+    ranks = [rank_of(case, c[0], p, c[2]) for p in range(pp)]
     per_step = 2 * case["M"]
     got = {q: records[q].stages[:per_step] for q in ranks}
     want = {}
