@@ -18,10 +18,11 @@
  *   positions p c .. of its own heads, already in place. Back: the inverse.
  *
  * Forward: q, k, v to the head layout (3 all-to-alls), xt_attn_block_forward
- * over the whole sequence on the own heads (T x T, causal), o and lse back
- * (2 all-to-alls; lse is a tensor of one column per head). Backward: q, k, v,
- * o, dout and lse to the head layout (6), the block backward, dq, dk, dv back
- * (3).
+ * over the whole sequence on the own heads (T x T, causal), o back (1). What
+ * the block backward will read stays in the head layout, saved (as
+ * DeepSpeed's Ulysses keeps its local attention's inputs and outputs): q, k,
+ * v, o and the log-sum-exp, which never travels. Backward: dout to the head
+ * layout (1), the block backward from the saved tensors, dq, dk, dv back (3).
  *
  * GQA (query head j reads KV head j / (hq / hkv)): when hkv >= np the KV
  * heads split like the query heads, and rank r's query heads read exactly
@@ -33,10 +34,12 @@
  *
  * Cost per rank, per call of MPI_Alltoall on a tensor of c x W floats: it
  * sends (np-1)/np of it, c W (np-1)/np 4 bytes. With W_q = hq hd and
- * W_kv = max(hkv, np) hd: forward (2 W_q + 2 W_kv + hq) c (np-1)/np floats
- * in 5 calls, backward (4 W_q + 4 W_kv + hq) c (np-1)/np in 9. With T
- * fixed that falls as 1/np, where the ring's (np-1) 2 c hkv hd does not;
- * but the heads cap np (hq % np == 0), and nothing overlaps the exchanges.
+ * W_kv = max(hkv, np) hd: (2 W_q + 2 W_kv) c (np-1)/np floats in 4 calls
+ * forward, and the same backward. With T fixed that falls as 1/np, where the
+ * ring's (np-1) 2 c hkv hd does not; but the heads cap np (hq % np == 0),
+ * nothing overlaps the exchanges, and the saved tensors hold every position
+ * of the own heads: T (2 W_q + 2 W_kv) / np + T hq / np floats until the
+ * backward.
  */
 #include "xt_nn.h"
 
@@ -74,6 +77,16 @@ void ulysses_heads_to_seq(float *out, const float *in, int c, int heads, int hd,
     XT_TODO("head-sharded back to sequence-sharded.", out, in, c, heads, hd, comm);
 }
 
+/*
+ * What the forward keeps for the backward, in the head layout: every position of this
+ * rank's heads, token-major (T = np c rows). Buffers of the caller's, filled by the forward.
+ *   q, o   T x (hq/np hd)            k, v   T x (max(hkv, np)/np hd) (KV heads as sent)
+ *   lse    T x hq/np
+ */
+typedef struct {
+    float *q, *k, *v, *o, *lse;
+} ulysses_saved;
+
 static void check_heads(const char *fn, int hq, int hkv, MPI_Comm comm)
 {
     int np;
@@ -85,32 +98,34 @@ static void check_heads(const char *fn, int hq, int hkv, MPI_Comm comm)
              fn, hq, hkv, np);
 }
 
-void ulysses_attention_forward(float *o, float *lse, const float *q, const float *k, const float *v,
-                               int c, int hq, int hkv, int hd, MPI_Comm comm)
+void ulysses_attention_forward(float *o, ulysses_saved *saved, const float *q, const float *k,
+                               const float *v, int c, int hq, int hkv, int hd, MPI_Comm comm)
 {
     check_heads("ulysses_attention_forward", hq, hkv, comm);
     /*
      * TODO: causal attention, by heads.
-     *   q c x (hq hd), k and v c x (hkv hd): this rank's positions. o c x (hq hd) and lse
-     *   c x hq (token-major) overwritten, as one process would give. Exactly 5 MPI_Alltoall
-     *   on comm: q, k, v, o of c*W floats (W: hq hd for q and o, max(hkv, np) hd for k and
-     *   v: a KV head repeated np/hkv times when hkv < np) and lse of c*hq, nothing else.
+     *   q c x (hq hd), k and v c x (hkv hd): this rank's positions. o c x (hq hd) overwritten,
+     *   as one process would give; saved's five tensors written in the head layout (above).
+     *   Exactly 4 MPI_Alltoall on comm: q, k, v, o of c*W floats (W: hq hd for q and o,
+     *   max(hkv, np) hd for k and v: a KV head repeated np/hkv times when hkv < np), nothing
+     *   else; the lse stays in the head layout. One attention forward, on the own heads.
      */
-    XT_TODO("causal attention, by heads.", o, lse, q, k, v, c, hq, hkv, hd, comm);
+    XT_TODO("causal attention, by heads.", o, saved, q, k, v, c, hq, hkv, hd, comm);
 }
 
-void ulysses_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                                const float *k, const float *v, const float *o, const float *lse,
-                                int c, int hq, int hkv, int hd, MPI_Comm comm)
+void ulysses_attention_backward(float *dq, float *dk, float *dv, const float *dout,
+                                const ulysses_saved *saved, int c, int hq, int hkv, int hd,
+                                MPI_Comm comm)
 {
     check_heads("ulysses_attention_backward", hq, hkv, comm);
     /*
-     * TODO: its gradients, by heads.
-     *   Rows as the forward's; o and lse are the whole forward's (this rank's rows). dq, dk,
-     *   dv overwritten. Exactly 9 MPI_Alltoall on comm: q, o, dout, dq of c hq hd floats;
-     *   k, v, dk, dv of c max(hkv, np) hd; lse of c hq; nothing else.
+     * TODO: its gradients from the saved layout.
+     *   dout c x (hq hd): this rank's positions; saved as the forward wrote it (read only).
+     *   dq c x (hq hd), dk and dv c x (hkv hd) overwritten. Exactly 4 MPI_Alltoall on comm:
+     *   dout and dq of c hq hd floats, dk and dv of c max(hkv, np) hd; nothing else. One
+     *   attention backward on the own heads, and no forward again: o and lse are saved.
      */
-    XT_TODO("its gradients, by heads.", dq, dk, dv, dout, q, k, v, o, lse, c, hq, hkv, hd, comm);
+    XT_TODO("its gradients from the saved layout.", dq, dk, dv, dout, saved, c, hq, hkv, hd, comm);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -134,22 +149,36 @@ static void run_case(xt_case *cs)
         return;
     }
     int hq = (int)xt_case_int(cs, "hq"), hkv = (int)xt_case_int(cs, "hkv");
+    int kvh = hkv >= np ? hkv : np;
     long nq = (long)c * hq * hd, nk = (long)c * hkv * hd;
-    xt_array q = xt_case_input_const(cs, "q"), k = xt_case_input_const(cs, "k");
-    xt_array v = xt_case_input_const(cs, "v");
+    long sq = (long)T * (hq / np) * hd, sk = (long)T * (kvh / np) * hd, sl = (long)T * (hq / np);
     if (xt_case_is(cs, "ulysses_attention_forward")) {
+        xt_array q = xt_case_input_const(cs, "q"), k = xt_case_input_const(cs, "k");
+        xt_array v = xt_case_input_const(cs, "v");
         float *o = xt_case_alloc(cs, "o", nq, XT_F32);
-        float *lse = xt_case_alloc(cs, "lse", (long)c * hq, XT_F32);
-        ulysses_attention_forward(o, lse, q.data, k.data, v.data, c, hq, hkv, hd, comm);
+        /* Written through saved's pointers, read back through these: the buffers are the
+         * caller's, and a forward that points saved elsewhere has not filled them. */
+        float *bufs[5];
+        const char *names[5] = {"q_heads", "k_heads", "v_heads", "o_heads", "lse_heads"};
+        long sizes[5] = {sq, sk, sk, sq, sl};
+        for (int i = 0; i < 5; i++)
+            bufs[i] = xt_case_alloc(cs, names[i], sizes[i], XT_F32);
+        ulysses_saved saved = {bufs[0], bufs[1], bufs[2], bufs[3], bufs[4]};
+        ulysses_attention_forward(o, &saved, q.data, k.data, v.data, c, hq, hkv, hd, comm);
         xt_case_output(cs, "o", o, XT_F32, nq);
-        xt_case_output(cs, "lse", lse, XT_F32, (long)c * hq);
+        for (int i = 0; i < 5; i++)
+            xt_case_output(cs, names[i], bufs[i], XT_F32, sizes[i]);
     } else {
-        xt_array dout = xt_case_input_const(cs, "dout"), o = xt_case_input_const(cs, "o");
-        xt_array lse = xt_case_input_const(cs, "lse");
+        /* The saved tensors as the grader computed them; the backward only reads them. */
+        xt_array dout = xt_case_input_const(cs, "dout");
+        ulysses_saved saved = {(float *)xt_case_input_const(cs, "q_heads").data,
+                               (float *)xt_case_input_const(cs, "k_heads").data,
+                               (float *)xt_case_input_const(cs, "v_heads").data,
+                               (float *)xt_case_input_const(cs, "o_heads").data,
+                               (float *)xt_case_input_const(cs, "lse_heads").data};
         float *dq = xt_case_alloc(cs, "dq", nq, XT_F32), *dk = xt_case_alloc(cs, "dk", nk, XT_F32);
         float *dv = xt_case_alloc(cs, "dv", nk, XT_F32);
-        ulysses_attention_backward(dq, dk, dv, dout.data, q.data, k.data, v.data, o.data, lse.data,
-                                   c, hq, hkv, hd, comm);
+        ulysses_attention_backward(dq, dk, dv, dout.data, &saved, c, hq, hkv, hd, comm);
         xt_case_output(cs, "dq", dq, XT_F32, nq);
         xt_case_output(cs, "dk", dk, XT_F32, nk);
         xt_case_output(cs, "dv", dv, XT_F32, nk);
@@ -174,9 +203,10 @@ static void print_layout(MPI_Comm comm, const char *what, const float *x, int ro
 /*
  * Part 1, the layouts: T = 8 positions of H = 4 heads of one column, each element holding
  * its position and head (10 t + h), through ulysses_seq_to_heads and back. Part 2,
- * attention: T = 8, hq = 4, hkv = 2, hd = 2, random q, k, v and dout, forward and backward
- * beside one process's attention over the whole sequence (at np = 4 the two KV heads are
- * replicated: each is repeated twice before the all-to-all).
+ * attention: T = 8, hq = 4, hkv = 2, hd = 2, random q, k, v and dout, forward (saving the
+ * head layout) and backward (from it) beside one process's attention over the whole
+ * sequence (at np = 4 the two KV heads are replicated: each is repeated twice before the
+ * all-to-all).
  */
 static void demo(MPI_Comm comm)
 {
@@ -232,7 +262,10 @@ static void demo(MPI_Comm comm)
     enum { QW = HQ * HD, KW = HKV * HD };
     static float q[T * QW], k[T * KW], v[T * KW], dout[T * QW];
     static float o1[T * QW], lse1[T * HQ], dq1[T * QW], dk1[T * KW], dv1[T * KW];
-    float o[T * QW], lse[T * HQ], dq[T * QW], dk[T * KW], dv[T * KW];
+    float o[T * QW], dq[T * QW], dk[T * KW], dv[T * KW];
+    /* The saved head layout: at most every position of every head, whatever np. */
+    static float sq[T * QW], sk[T * 4 * HD], sv[T * 4 * HD], so[T * QW], slse[T * HQ];
+    ulysses_saved saved = {sq, sk, sv, so, slse};
     xt_rng g = xt_rng_seed(6);
     xt_rng_fill_uniform(&g, q, T * QW, -2, 2);
     xt_rng_fill_uniform(&g, k, T * KW, -2, 2);
@@ -255,11 +288,10 @@ static void demo(MPI_Comm comm)
         snprintf(ks, sizeof ks, "heads %d..%d", k_lo, k_hi);
     xt_printf_ordered(comm, "query %s -> KV %s%s\n", qs, ks, kvh > HKV ? " (a copy of it)" : "");
     a0 = xt_mpi_calls("MPI_Alltoall");
-    ulysses_attention_forward(o, lse, qr, kr, vr, c, HQ, HKV, HD, comm);
+    ulysses_attention_forward(o, &saved, qr, kr, vr, c, HQ, HKV, HD, comm);
     long fwd = xt_mpi_calls("MPI_Alltoall") - a0;
-    xt_print_buffer_ordered(comm, "lse, first row: ", lse, HQ, MPI_FLOAT);
-    ulysses_attention_backward(dq, dk, dv, dout + c * rank * QW, qr, kr, vr, o, lse, c, HQ, HKV, HD,
-                               comm);
+    xt_print_buffer_ordered(comm, "saved lse, position 0, own heads: ", slse, HQ / np, MPI_FLOAT);
+    ulysses_attention_backward(dq, dk, dv, dout + c * rank * QW, &saved, c, HQ, HKV, HD, comm);
     long bwd = xt_mpi_calls("MPI_Alltoall") - a0 - fwd;
 
     /* One process: the whole sequence in one block (every rank, its own rows compared). */
@@ -270,16 +302,20 @@ static void demo(MPI_Comm comm)
     xt_attn_block_backward(dq1, dk1, dv1, dout, q, k, v, o1, lse1, T, T, HQ, HKV, HD,
                            XT_MASK_CAUSAL);
     float err = xt_max_abs_diff(o, o1 + c * rank * QW, (long)c * QW);
-    err = fmaxf(err, xt_max_abs_diff(lse, lse1 + c * rank * HQ, (long)c * HQ));
+    for (int t = 0; t < T; t++) /* the saved lse: every position, this rank's heads */
+        err = fmaxf(
+            err, xt_max_abs_diff(slse + t * (HQ / np), lse1 + t * HQ + rank * (HQ / np), HQ / np));
     err = fmaxf(err, xt_max_abs_diff(dq, dq1 + c * rank * QW, (long)c * QW));
     err = fmaxf(err, xt_max_abs_diff(dk, dk1 + c * rank * KW, (long)c * KW));
     err = fmaxf(err, xt_max_abs_diff(dv, dv1 + c * rank * KW, (long)c * KW));
     float worst;
     MPI_Allreduce(&err, &worst, 1, MPI_FLOAT, MPI_MAX, comm);
     xt_printf_root(comm, "max |difference| from one process %.1e\n", worst);
-    xt_printf_root(comm, "o, lse, dq, dk, dv agree with one process: %s\n",
+    xt_printf_root(comm, "o, the saved lse, dq, dk, dv agree with one process: %s\n",
                    worst < 1e-5f ? "yes" : "NO");
-    xt_printf_root(comm, "all-to-alls: forward %ld, backward %ld (K, V, dK, dV %d heads wide)\n",
+    xt_printf_root(comm,
+                   "all-to-alls: forward %ld, backward %ld (K, V, dK, dV %d heads wide; the "
+                   "lse\nnever travels)\n",
                    fwd, bwd, kvh);
 }
 

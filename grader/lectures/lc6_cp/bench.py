@@ -2,8 +2,8 @@
 np 1, 2 and 4 (NP=n: that one).
 
 Each program runs causal attention over one sequence in case mode, as the grader runs it:
-a forward case, then a backward case (given the whole forward's o and lse), a few rounds,
-one launch per program and np:
+a forward case, then a backward case (given the whole forward's o and lse; Ulysses' given
+the head layout its forward saves), a few rounds, one launch per program and np:
 
 - ring: ring_attention.c, each block's receive posted before the current block is computed;
 - blocking: the same ring with a blocking exchange (MPI_Sendrecv of the next K/V block
@@ -11,7 +11,8 @@ one launch per program and np:
   ring_fwd_sendrecv and ring_bwd_sendrecv of solutions/lc6_cp/ring_attention.c, applied
   together);
 - zigzag: zigzag_attention.c, the ring over the zigzag layout;
-- ulysses: ulysses_attention.c, two all-to-alls around whole-sequence attention.
+- ulysses: ulysses_attention.c, all-to-alls around whole-sequence attention on the own
+  heads, the backward from the head layout the forward saved.
 
 From the case records (libxt logs every attention block a rank computes, an A line):
 
@@ -25,7 +26,8 @@ From the case records (libxt logs every attention block a rank computes, an A li
 - pairs: the (query, key) positions each rank's blocks covered, beside r c^2 + c(c+1)/2
   (contiguous) and c'^2 (2np-1) + c'(c'+1) (zigzag), and each rank's compute time;
 - bytes sent per rank, beside the formulas: ring 2 (np-1) (T/np) hkv hd 4 forward and
-  (2np-1) of those blocks backward; Ulysses (np-1)/np of each all-to-all's tensor.
+  (2np-1) of those blocks backward; Ulysses (np-1)/np of each all-to-all's tensor, four
+  each way.
 
 The pairs and bytes are exact: the bench fails if one differs from its formula. Every
 rank's outputs of every round are checked against NumPy (causal attention over the whole
@@ -48,7 +50,7 @@ import nn
 from benchlib import (TrainingRun, build_program, ms, patched_tree, slashed,
                       solutions_with_mutants, tree_of)
 from testkit import bench_results, fresh, run_bench, tail
-from lectures.lc6_cp import cp
+from lectures.lc6_cp import cp, ulysses
 
 ABOUT = "ring attention with and without overlap, contiguous against zigzag, Ulysses " \
         "against the ring: time, compute, receives under compute, pairs and bytes per rank"
@@ -99,7 +101,8 @@ def pairs_formula(layout, T, n, r):
 def bytes_formula(name, op, T, n, hq, hkv, hd):
     """Bytes one rank sends: the ring's K/V blocks of 2 (T/n) hkv hd floats, n-1 of them
     forward, n-1 and n dK/dV blocks backward; Ulysses (n-1)/n of each all-to-all's tensor
-    of c x W floats (W_q = hq hd, W_kv = max(hkv, n) hd, the lse hq)."""
+    of c x W floats (W_q = hq hd, W_kv = max(hkv, n) hd): q, k, v, o forward, dout, dq, dk,
+    dv backward."""
     c = T // n
     if n == 1:
         return 0
@@ -107,8 +110,7 @@ def bytes_formula(name, op, T, n, hq, hkv, hd):
         block = 2 * c * hkv * hd * 4
         return (n - 1) * block if op == "F" else (2 * n - 1) * block
     wq, wkv = hq * hd, max(hkv, n) * hd
-    width = 2 * wq + 2 * wkv + hq if op == "F" else 4 * wq + 4 * wkv + hq
-    return width * c * (n - 1) // n * 4
+    return (2 * wq + 2 * wkv) * c * (n - 1) // n * 4
 
 
 def fits(name, T, n, hq, hkv):
@@ -164,6 +166,7 @@ class Reference:
 
     def __init__(self, T, hq, hkv, hd, seed=6):
         case = {"T": T, "hq": hq, "hkv": hkv, "hd": hd}
+        self.hq, self.hkv = hq, hkv
         self.w = cp.whole_inputs(case, np.random.default_rng(seed))
         q, k, v, dout = (self.w[x].astype(np.float64) for x in ("q", "k", "v", "dout"))
         self.out, self.dq = np.zeros((T, hq * hd)), np.zeros((T, hq * hd))
@@ -182,16 +185,27 @@ class Reference:
             self.dv[:, ks] += dv
         self.w["o"], self.w["lse"] = self.out.astype(np.float32), self.lse.astype(np.float32)
 
-    def inputs(self, op, layout, n):
-        """Each rank's rows of what the case reads, in the layout's order."""
+    def saved(self, n):
+        """Ulysses' saved head layout of the whole forward, per rank."""
+        return ulysses.saved_tensors(self.hq, self.hkv, n, *(self.w[x] for x in
+                                                             ("q", "k", "v", "o", "lse")))
+
+    def inputs(self, op, layout, n, heads=False):
+        """Each rank's rows of what the case reads, in the layout's order; heads: Ulysses'
+        backward, which reads dout and the head layout its forward saved."""
+        if heads and op == "B":
+            saved = self.saved(n)
+            return {"dout": shards(self.w["dout"], layout, n),
+                    **{x: [mine[x] for mine in saved] for x in ulysses.SAVED}}
         names = ("q", "k", "v") if op == "F" else ("q", "k", "v", "dout", "o", "lse")
         return {x: shards(self.w[x], layout, n) for x in names}
 
-    def expected(self, op, layout, n):
+    def expected(self, op, layout, n, heads=False):
         """Each rank's rows of what the case writes, flat, and the whole outputs (for the
-        tolerance's scale)."""
-        whole = {"o": self.out, "lse": self.lse} if op == "F" else \
-            {"dq": self.dq, "dk": self.dk, "dv": self.dv}
+        tolerance's scale); heads: Ulysses, whose forward returns o alone (its lse stays in
+        the saved head layout)."""
+        whole = ({"o": self.out} if heads else {"o": self.out, "lse": self.lse}) if op == "F" \
+            else {"dq": self.dq, "dk": self.dk, "dv": self.dv}
         return [{x: shards(a, layout, n)[r].reshape(-1) for x, a in whole.items()}
                 for r in range(n)], whole
 
@@ -201,10 +215,10 @@ def shards(whole, layout, n):
     return [np.ascontiguousarray(whole[cp.positions(layout, T, n, r)]) for r in range(n)]
 
 
-def check_values(ref, op, layout, n, cdir):
+def check_values(ref, op, layout, n, cdir, heads=False):
     """'' when every rank's outputs match causal attention over the whole sequence, else the
     first difference; and the worst error as a share of the bound."""
-    want, whole = ref.expected(op, layout, n)
+    want, whole = ref.expected(op, layout, n, heads)
     worst = 0.0
     for key, a in whole.items():
         bound = cp.TOLERANCE.bound([a])
@@ -223,7 +237,7 @@ def check_values(ref, op, layout, n, cdir):
 
 
 
-def write_plan(work, ref, program, layout, n, shape, rounds, args):
+def write_plan(work, ref, program, layout, n, shape, rounds, args, heads=False):
     """cases.txt: per round a forward case and a backward case, their inputs written once
     and linked into every case's directory."""
     T, hq, hkv, hd = shape
@@ -232,7 +246,7 @@ def write_plan(work, ref, program, layout, n, shape, rounds, args):
     for op, _ in OPS:
         d = os.path.join(shared, op)
         os.makedirs(d)
-        harness.write_inputs(d, 0, ref.inputs(op, layout, n))
+        harness.write_inputs(d, 0, ref.inputs(op, layout, n, heads))
     plan = []
     for k in range(2 * rounds):
         op = OPS[k % 2][0]
@@ -258,7 +272,8 @@ def measure(name, n, shape, ref, rounds, warmup, args, binary, work, env):
     T, hq, hkv, hd = shape
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
-    plan, lines = write_plan(work, ref, program, layout, n, shape, warmup + rounds, args)
+    heads = name == "ulysses"
+    plan, lines = write_plan(work, ref, program, layout, n, shape, warmup + rounds, args, heads)
     with open(os.path.join(work, "cases.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     # MPI_Send as a real run has it (buffered while small), not the grader's strict mode.
@@ -288,7 +303,7 @@ def measure(name, n, shape, ref, rounds, warmup, args, binary, work, env):
             if any(rec is None for rec in recs):
                 errors.append(f"{name} np {n} {what}: a rank wrote no record")
                 break
-            wrong, margin = check_values(ref, op, layout, n, cdir)
+            wrong, margin = check_values(ref, op, layout, n, cdir, heads)
             if wrong:
                 errors.append(f"{name} np {n} {what}: {wrong}")
                 break
@@ -382,9 +397,9 @@ def print_tables(rows, cores):
     if sel:
         print("\nUlysses against the ring, step time and bytes sent per rank:")
         note("formula: ring and zigzag 2 (np-1) (T/np) hkv hd 4 forward, (2np-1) such blocks "
-             "backward (the dK/dV rotations); Ulysses (np-1)/np of each all-to-all: forward "
-             "(2 hq hd + 2 max(hkv,np) hd + hq) (T/np) 4 (np-1)/np, backward (4 hq hd + "
-             "4 max(hkv,np) hd + hq) (T/np) 4 (np-1)/np")
+             "backward (the dK/dV rotations); Ulysses (np-1)/np of each all-to-all, q, k, v, "
+             "o forward and dout, dq, dk, dv backward: (2 hq hd + 2 max(hkv,np) hd) (T/np) 4 "
+             "(np-1)/np each way (the lse stays in the saved head layout)")
         fmt = "{:<9} {:<8} {:>4} {:>9} {:>9} {:>9} {:>14} {:>10}"
         print(fmt.format("program", "op", "np", "best ms", "median", "other", "bytes per rank",
                          "formula"))
@@ -475,7 +490,7 @@ SMALL = ["--lc", "6", "--np", "2", "--seq", "32", "--hq", "4", "--hkv", "2", "--
 # compute (forward, backward; None: no point-to-point receive).
 SMALL_PAIRS = {"contiguous": [136, 392], "zigzag": [264, 264]}
 SMALL_BYTES = {"ring": (2048, 6144), "blocking": (2048, 6144), "zigzag": (2048, 6144),
-               "ulysses": (3200, 6272)}
+               "ulysses": (3072, 3072)}
 SMALL_SHARE = {"ring": (1.0, 5 / 6), "blocking": (0.0, 0.0), "zigzag": (1.0, 1.0),
                "ulysses": (None, None)}
 # The bench must reject: a ring that computes every block (the later ranks' thrown away),

@@ -10,19 +10,25 @@ report (which position, head and column it holds instead). This is what catches 
 permutation that undoes itself: heads reversed within each rank's block both ways, say,
 gives the right attention values and a perfect round trip, and the wrong layout.
 
-Attention is graded on its values: o, lse (forward) and dq, dk, dv (backward) on every
-rank against causal attention over the whole sequence in float64 (cp.forward_reference,
-cp.backward_reference), from random q, k, v and a random dout; the backward receives the
-whole forward's o and lse (cp.attention_inputs), so it is graded alone. Shapes: np 1, 2, 4,
-8; hq = hkv (MHA), hkv >= np with hkv < hq (KV heads split, GQA), and hkv < np (KV heads
-repeated np/hkv times, their gradients summed back), with hkv 1 and hkv 2 (a tiling of the
-KV heads where repetition belongs fails only there).
+Attention is graded on its values. The forward: o on every rank against causal attention
+over the whole sequence in float64 (cp.whole_attention), and the head layout it saves for
+the backward (q, k, v as sent, o, lse: every position of the rank's heads, K and V with
+each KV head repeated max(hkv, np)/hkv times), from random q, k, v. The backward: dq, dk,
+dv against the whole sequence's gradients, from a random dout and the saved head layout of
+the whole forward (q, k, v as sent, o and lse in float32), so that it is graded alone,
+whatever the forward gives. Shapes: np 1, 2, 4, 8; hq = hkv (MHA), hkv >= np with hkv < hq
+(KV heads split, GQA), and hkv < np (KV heads repeated np/hkv times, their gradients
+summed back), with hkv 1 and hkv 2 (a tiling of the KV heads where repetition belongs
+fails only there).
 
 Communication is exact (cp.alltoalls_exactly): how many MPI_Alltoall on comm, and the
-bytes of each; nothing else. Forward 5 (q, k, v, o, lse), backward 9 (q, k, v, o, dout,
-lse, dq, dk, dv); K and V and their gradients max(hkv, np) heads wide.
+bytes of each; nothing else. Forward 4 (q, k, v, o), backward 4 (dout, dq, dk, dv), as
+DeepSpeed's Ulysses: the lse never travels; K and V and their gradients max(hkv, np) heads
+wide. Work (heads_work): one attention block per call on whole sequences of the own heads,
+T(T+1)/2 causal pairs, and no forward in the backward.
 
-Tolerance: the layouts are copies (0). Attention: cp.TOLERANCE, each output within 4e-5
+Tolerance: the layouts, and the saved q, k, v, are copies (0). Attention: cp.TOLERANCE, each
+output within 4e-5
 of max(1, its largest |value| over every rank), as for the ring. Measured (grade.py
 --margins, seeds 1 to 6): the worst error was 2.2% of the bound (dq, np=1; the
 same error as one process: the layouts are copies).
@@ -208,40 +214,157 @@ def widths(case):
     return c, case["hq"] * case["hd"], max(case["hkv"], case.np) * case["hd"]
 
 
+# ------------------------------------------------------- the saved head layout
+
+SAVED = ("q_heads", "k_heads", "v_heads", "o_heads", "lse_heads")
+
+
+def head_shards(whole, heads, n):
+    """Rank r's heads of a whole T x (heads w) array, every position: [T x (heads/n w)]."""
+    T = whole.shape[0]
+    per = whole.reshape(T, heads, -1)
+    hl = heads // n
+    return [np.ascontiguousarray(per[:, r * hl:(r + 1) * hl]).reshape(T, -1) for r in range(n)]
+
+
+def kv_sent(whole, hkv, n):
+    """K or V (T x (hkv hd)) as the all-to-all sends it: each KV head repeated
+    max(hkv, n)/hkv times side by side, so that expanded head e is KV head e / rep."""
+    T, rep = whole.shape[0], max(hkv, n) // hkv
+    return np.repeat(whole.reshape(T, hkv, -1), rep, axis=1).reshape(T, -1)
+
+
+def saved_tensors(hq, hkv, n, q, k, v, o, lse):
+    """What the forward saves on each rank, from the whole sequence's q, k, v (T x heads hd),
+    o and lse (T x hq): [{q_heads: T x (hq/n hd), k_heads, v_heads: T x (max(hkv, n)/n hd),
+    o_heads, lse_heads: T x hq/n}], float32."""
+    kvh = max(hkv, n)
+    parts = {"q_heads": head_shards(q, hq, n), "k_heads": head_shards(kv_sent(k, hkv, n), kvh, n),
+             "v_heads": head_shards(kv_sent(v, hkv, n), kvh, n), "o_heads": head_shards(o, hq, n),
+             "lse_heads": head_shards(lse, hq, n)}
+    return [{name: a[r].astype(np.float32) for name, a in parts.items()} for r in range(n)]
+
+
+def ulysses_inputs(case, rng):
+    """Forward: each rank's rows of q, k, v. Backward: each rank's rows of dout, and the
+    saved head layout of the whole forward (its q, k, v as sent, its o and lse in float32),
+    so that a backward is graded on its own, whatever the forward gives."""
+    w = cp.whole_inputs(case, rng)
+    if case["fn"].endswith("_forward"):
+        return {name: cp.shards(case, w[name]) for name in "qkv"}
+    out, lse = cp.whole_attention(case, *(w[x].astype(np.float64) for x in "qkv"))
+    saved = saved_tensors(case["hq"], case["hkv"], case.np, w["q"], w["k"], w["v"],
+                          out.astype(np.float32), lse.astype(np.float32))
+    return {"dout": cp.shards(case, w["dout"]),
+            **{name: [s[name] for s in saved] for name in SAVED}}
+
+
+def forward_reference(case, inputs):
+    """Each rank: its rows of the whole sequence's o, and the head layout it saves."""
+    q, k, v = (cp.whole_of(case, inputs, x) for x in "qkv")
+    out, lse = cp.whole_attention(case, q, k, v)
+    saved = saved_tensors(case["hq"], case["hkv"], case.np, q, k, v, out, lse)
+    return [{"o": o.reshape(-1), **{name: mine[name].reshape(-1) for name in SAVED}}
+            for o, mine in zip(cp.shards(case, out), saved)]
+
+
+def backward_reference(case, inputs):
+    """Each rank: its rows of the whole sequence's dq, dk, dv, the whole q, k, v taken back
+    from the saved head layout (K and V as sent: every rep-th expanded head)."""
+    n, hkv, hd = case.np, case["hkv"], case["hd"]
+    rep = max(hkv, n) // hkv
+    q = np.concatenate([np.asarray(a, np.float64) for a in inputs["q_heads"]], axis=1)
+    k, v = (np.concatenate([np.asarray(a, np.float64) for a in inputs[x]], axis=1)
+            for x in ("k_heads", "v_heads"))
+    T = q.shape[0]
+    k, v = (a.reshape(T, hkv * rep, hd)[:, ::rep].reshape(T, -1) for a in (k, v))
+    dout = cp.whole_of(case, inputs, "dout")
+    dq, dk, dv = cp.whole_gradients(case, q, k, v, dout)
+    return [{"dq": a.reshape(-1), "dk": b.reshape(-1), "dv": c.reshape(-1)}
+            for a, b, c in zip(cp.shards(case, dq), cp.shards(case, dk), cp.shards(case, dv))]
+
+
+def tolerance(case, inputs, name, rank):
+    """q, k, v in the head layout are copies (0); the rest attention's."""
+    return 0.0 if name in ("q_heads", "k_heads", "v_heads") else cp.TOLERANCE
+
+
+def locate(case, name, index, rank):
+    """cp.row_locator's place for the sequence layout; in the head layout 'position 5,
+    head 3 (rank 1's local head 1), column 0'."""
+    if name not in SAVED:
+        return cp.row_locator(case, name, index, rank)
+    p, n = case.params, case.np
+    kv = name in ("k_heads", "v_heads")
+    heads = max(p["hkv"], n) if kv else p["hq"]
+    hl, w = heads // n, 1 if name == "lse_heads" else p["hd"]
+    t, col = divmod(index, hl * w)
+    j = col // w
+    head = rank * hl + j
+    what = (f"sent KV head {head} (a copy of KV head {head // (heads // p['hkv'])})"
+            if kv and heads > p["hkv"] else f"{'KV ' if kv else ''}head {head}")
+    where = f"position {t}, {what} (rank {rank}'s local head {j})"
+    return where if name == "lse_heads" else f"{where}, column {col % w}"
+
+
 def forward_bytes(case):
     c, wq, wkv = widths(case)
-    return [("q", 4 * c * wq), ("k", 4 * c * wkv), ("v", 4 * c * wkv), ("o", 4 * c * wq),
-            ("lse", 4 * c * case["hq"])]
+    return [("q", 4 * c * wq), ("k", 4 * c * wkv), ("v", 4 * c * wkv), ("o", 4 * c * wq)]
 
 
 def backward_bytes(case):
     c, wq, wkv = widths(case)
-    return [("q", 4 * c * wq), ("k", 4 * c * wkv), ("v", 4 * c * wkv), ("o", 4 * c * wq),
-            ("dout", 4 * c * wq), ("lse", 4 * c * case["hq"]), ("dq", 4 * c * wq),
-            ("dk", 4 * c * wkv), ("dv", 4 * c * wkv)]
+    return [("dout", 4 * c * wq), ("dq", 4 * c * wq), ("dk", 4 * c * wkv), ("dv", 4 * c * wkv)]
+
+
+def heads_work(op, what):
+    """Rule: each rank runs libxt's attention op (F or B) on whole sequences of its own heads
+    exactly once, T(T+1)/2 causal (query, key) pairs, and the other op never (a backward
+    that recomputes the forward redoes what the saved o and lse hold)."""
+    other = {"F": "B", "B": "F"}[op]
+
+    def rule(case, inputs, records):
+        T = case["T"]
+        want = T * (T + 1) // 2
+        for r, rec in enumerate(records):
+            mine = [a for a in rec.attn if a.op == op]
+            extra = [a for a in rec.attn if a.op == other]
+            got = sum(a.pairs for a in mine)
+            if extra:
+                why = ("the saved o and lse are what a forward would give again" if op == "B"
+                       else "a forward computes no gradient")
+                return [(r, f"rank {r} ran {len(extra)} attention "
+                            f"{'forward' if other == 'F' else 'backward'} block(s) in the "
+                            f"{what}: {why}")]
+            if len(mine) != 1 or got != want:
+                return [(r, f"rank {r} ran {len(mine)} attention {what} block(s) covering "
+                            f"{got} (query, key) pairs, expected one over all T = {T} "
+                            f"positions of its heads, causal: {want} pairs")]
+        return []
+    return rule
 
 
 KV_WIDTH = "k and v max(hkv, np) heads wide: a KV head repeated np/hkv times when hkv < np"
 
 
-@test("ulysses_attention", points=8, inputs=cp.attention_inputs, reference=cp.forward_reference,
-      tolerance=cp.tolerance, label=cp.label, facets=attention_facets, locate=cp.row_locator,
-      rules=[cp.alltoalls_exactly(forward_bytes, "c W floats each; " + KV_WIDTH)],
-      hint="q, k, v to the head layout (ulysses_seq_to_heads), then one causal "
-           "xt_attn_block_forward over all T positions of the own heads, then o and lse back "
-           "(lse is hq heads of one column); rank r's query heads read KV head(s) "
+@test("ulysses_attention", points=8, inputs=ulysses_inputs, reference=forward_reference,
+      tolerance=tolerance, label=cp.label, facets=attention_facets, locate=locate,
+      rules=[cp.alltoalls_exactly(forward_bytes, "c W floats each; " + KV_WIDTH),
+             heads_work("F", "forward")],
+      hint="q, k, v to the head layout (ulysses_seq_to_heads) straight into saved's buffers, "
+           "then one causal xt_attn_block_forward over all T positions of the own heads into "
+           "saved's o and lse, then o back; rank r's query heads read KV head(s) "
            "r hq/np / (hq/hkv) ..: with hkv < np, repeat each KV head np/hkv times first")
 def ulysses_attention_forward(rng):
     return attention_cases(rng)
 
 
-@test("ulysses_attention", points=10, inputs=cp.attention_inputs,
-      reference=cp.backward_reference, tolerance=cp.tolerance, label=cp.label,
-      facets=attention_facets, locate=cp.row_locator,
-      rules=[cp.alltoalls_exactly(backward_bytes, "c W floats each; " + KV_WIDTH)],
-      hint="everything the block backward reads (q, k, v, o, dout, lse) to the head layout, "
-           "one xt_attn_block_backward into zeroed dq, dk, dv, then those back; where KV "
-           "heads were repeated, each copy holds only its query heads' share of the "
-           "gradient: sum the copies")
+@test("ulysses_attention", points=10, inputs=ulysses_inputs, reference=backward_reference,
+      tolerance=cp.tolerance, label=cp.label, facets=attention_facets, locate=cp.row_locator,
+      rules=[cp.alltoalls_exactly(backward_bytes, "c W floats each; " + KV_WIDTH),
+             heads_work("B", "backward")],
+      hint="dout to the head layout, one xt_attn_block_backward from the saved q, k, v, o "
+           "and lse into zeroed dq, dk, dv, then those back; where KV heads were repeated, "
+           "each copy holds only its query heads' share of the gradient: sum the copies")
 def ulysses_attention_backward(rng):
     return attention_cases(rng)
