@@ -1732,6 +1732,24 @@ def test_lectures(s):
     found = unlabelled_parameters(dataclasses.replace(test, label=frozen), cases)
     s.record(f"labels: a label of {test.name} that leaves out {key} is reported (negative "
              f"control)", len(found) == 1 and f"with {key} " in found[0], found)
+    import bench
+    checked, bad = [], []
+    for lec in bench.benched():
+        figures = getattr(bench.bench_module(lec), "page_figures", None)
+        if figures:
+            checked.append(lec)
+            bad += figures(lectures.page(lec))
+    s.record(f"docs: the bench figures the pages copy that are exact (bytes, pairs, memory) "
+             f"equal the benches' formulas ({', '.join(checked)})", bool(checked) and not bad,
+             bad)
+    # Negative control: a copied row whose last figure is off by one must be reported.
+    lec = checked[-1]
+    page = lectures.page(lec)
+    row = re.search(r"^\w+ +\w+ +\d\*? .* \d+ +\d+$", page, re.M).group(0)
+    broken = page.replace(row, row[:-1] + str((int(row[-1]) + 1) % 10), 1)
+    found = bench.bench_module(lec).page_figures(broken)
+    s.record(f"docs: a bench row of docs/{lec}.md off by one digit is reported (negative "
+             f"control)", len(found) == 1, found)
     import hints
     bad = hints.check()
     s.record("hints: every exercise has its three (the idea, the structure, near-code); every "

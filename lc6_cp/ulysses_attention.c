@@ -104,11 +104,8 @@ void ulysses_attention_forward(float *o, ulysses_saved *saved, const float *q, c
     check_heads("ulysses_attention_forward", hq, hkv, comm);
     /*
      * TODO: causal attention, by heads.
-     *   q c x (hq hd), k and v c x (hkv hd): this rank's positions. o c x (hq hd) overwritten,
-     *   as one process would give; saved's five tensors written in the head layout (above).
-     *   Exactly 4 MPI_Alltoall on comm: q, k, v, o of c*W floats (W: hq hd for q and o,
-     *   max(hkv, np) hd for k and v: a KV head repeated np/hkv times when hkv < np), nothing
-     *   else; the lse stays in the head layout. One attention forward, on the own heads.
+     *   o (c x hq hd) overwritten, saved filled (above); 4 MPI_Alltoall on comm, of q, k, v,
+     *   o (c W floats, W as in the Cost), nothing else; the lse stays in saved.
      */
     XT_TODO("causal attention, by heads.", o, saved, q, k, v, c, hq, hkv, hd, comm);
 }

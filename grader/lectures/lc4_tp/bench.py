@@ -595,3 +595,24 @@ def selftest(s):
     s.record("bench LC=4: a decoder whose loss is summed over the ranks is reported and fails",
              rc == 1 and re.search(r"ERROR: np 3: the decoder's loss at step 1 is \S+, np = 1's",
                                    out_), tail(out_), f"({took:.1f} s)")
+
+
+# ------------------------------------------------------------- the page's copy
+
+def page_figures(page):
+    """The activation-memory table of docs/lc4_tp.md (The bench), every figure of it exact:
+    the measured columns are counts (libxt's XT_MEM_ACTIVATIONS, checked to the byte by the
+    bench), the others formulas, all at the default MLP shape. Returns [problem]."""
+    T, d, ff = (int(v) for v in MLP.split(","))
+    s, h, a = T, d, max(1, d // 64)
+    problems = []
+    for t in (1, 2, 4):
+        act, norm = 4 * 3 * T * ff // t, 4 * T * (d + 1)
+        sp = 4 * (T // t * (d + 1) + 3 * T * ff // t)
+        mlp = f"{mb(5 * s * h + 16 * s * h / t)} / {mb(21 * s * h / t)}"
+        layer = (f"{mb(s * h * (10 + 24 / t + 5 * a * s / (h * t)))} / "
+                 f"{mb(s * h / t * (34 + 5 * a * s / h))}")
+        row = f"| {t} | {mb(act)} + {mb(norm)} = {mb(act + norm)} | {mb(sp)} | {mlp} | {layer} |"
+        if row not in page:
+            problems.append(f"docs/lc4_tp.md: the activation table has no row {row!r}")
+    return problems

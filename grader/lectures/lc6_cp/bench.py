@@ -539,3 +539,35 @@ def blocking_tree(out):
     """solutions/lc6_cp/ring_attention.c with the blocking exchange, under out."""
     return patched_tree(os.path.relpath(os.path.join(out, "lc6_blocking", "lc6_cp")), "lc6_cp",
                         BLOCKING_PATCHES)
+
+
+# ------------------------------------------------------------- the page's copy
+
+PAGE_BYTES = re.compile(r"^(ring|blocking|zigzag|ulysses)\s+(forward|backward)\s+(\d+)\*?\s+"
+                        r"[\d.]+\s+[\d.]+\s+[\d.]+\s+(\d+)\s+(\d+)$", re.M)
+PAGE_PAIRS = re.compile(r"^(contiguous|zigzag)\s+(forward|backward)\s+(\d+)\*?\s+([\d/]+)\s",
+                        re.M)
+
+
+def page_figures(page):
+    """The exact figures of the bench's output that docs/lc6_cp.md copies (bytes per rank and
+    their formula, pairs per rank) against the formulas at the default shape; the times are
+    the machine's and are not checked. Returns [problem]."""
+    T, hq, hkv, hd = 2048, 8, 2, 64
+    found, problems = 0, []
+    for name, what, n, got, formula in PAGE_BYTES.findall(page):
+        op = "F" if what == "forward" else "B"
+        want = bytes_formula(name, op, T, int(n), hq, hkv, hd)
+        found += 1
+        if (int(got), int(formula)) != (want, want):
+            problems.append(f"docs/lc6_cp.md: {name} {what} np {n} shows {got} bytes per rank "
+                            f"(formula {formula}); the bench's formula gives {want}")
+    for layout, what, n, pairs in PAGE_PAIRS.findall(page):
+        want = "/".join(str(pairs_formula(layout, T, int(n), r)) for r in range(int(n)))
+        found += 1
+        if pairs != want:
+            problems.append(f"docs/lc6_cp.md: {layout} {what} np {n} shows pairs {pairs}; the "
+                            f"formula gives {want}")
+    if not found:
+        problems.append("docs/lc6_cp.md: no bench table rows found (bytes per rank, pairs)")
+    return problems
