@@ -406,3 +406,55 @@ def selftest(s):
              re.search(r"ERROR: np 3: zero3's params peaked at \d+ B during the steps \(3 of 3 "
                        r"ranks off\); lecture 3's formula 4S\+4L = \d+ B", out),
              tail(out), f"({took:.1f} s)")
+
+
+# ------------------------------------------------------------- the page's copy
+
+PAGE_MEM = re.compile(r"^ +(\d+) +(\d) \w+ +([\d.]+) = (\S+) +([\d.]+) = (\S+) +([\d.]+) = "
+                      r"(\S+) +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+) (\S+)$", re.M)
+PAGE_TRAFFIC = re.compile(r"^ +(\d+) +(\d) \w+ +((?:[\d.]+ I?[A-Z]\w* +)+)([\d.]+) = (\S+) +"
+                          r"([\d.]+) +[\d.]+ +[\d.]+ ", re.M)
+
+
+def page_figures(page):
+    """The memory and traffic tables docs/lc3_zero.md copies (Measured), at the default
+    model: every peak, byte count and formula column against lecture 3's formulas; the
+    activations as measured, the total their sum; the times are not checked. [problem]."""
+    dims = [int(v) for v in DIMS.split(",")]
+    layers = [a * b + b for a, b in zip(dims, dims[1:])]
+    phi, big = sum(layers), max(layers)
+    problems, seen = [], set()
+
+    def value(text, n):
+        shard = -(-phi // n)
+        return {"4PHI": 4 * phi, "8PHI": 8 * phi, "4npS": 4 * n * shard, "8S": 8 * shard,
+                "4S+4L": 4 * shard + 4 * big, "4PHI+4S": 4 * phi + 4 * shard,
+                "4PHI+8c": 4 * phi + 8 * shard}.get(text)
+    for m in PAGE_MEM.finditer(page):
+        n, k = int(m[1]), int(m[2])
+        seen.add(("memory", n, k))
+        want = [mb(value(t, n)) if value(t, n) is not None else None
+                for t in (m[4], m[6], m[8])]
+        pgo = sum(value(t, n) or 0 for t in (m[4], m[6], m[8]))
+        expect = (list(LC3_MEM_TEXT[k]) == [m[4], m[6], m[8]] and [m[3], m[5], m[7]] == want
+                  and m[9] == mb(pgo) and m[12] == mb(lc3_mixed(k, phi, n))
+                  and m[13] == LC3_MIXED_TEXT[k]
+                  and abs(float(m[11]) - float(m[9]) - float(m[10])) <= 0.011)
+        if not expect:
+            problems.append(f"docs/lc3_zero.md: the memory row of stage {k} at np {n} "
+                            f"({m[0].strip()!r}) differs from lecture 3's formulas: "
+                            f"{', '.join(w or '?' for w in want)} MB, P+G+O {mb(pgo)}, mixed "
+                            f"{mb(lc3_mixed(k, phi, n))}")
+    for m in PAGE_TRAFFIC.finditer(page):
+        n, k = int(m[1]), int(m[2])
+        seen.add(("traffic", n, k))
+        sent, ring = mb(value(m[5], n) or 0), mb(lc3_ring(k, phi, -(-phi // n), n))
+        if m[5] != LC3_BYTES_TEXT[k] or (m[4], m[6]) != (sent, ring):
+            problems.append(f"docs/lc3_zero.md: the traffic row of stage {k} at np {n} shows "
+                            f"{m[4]} = {m[5]} and ring {m[6]}; the formulas give {sent} = "
+                            f"{LC3_BYTES_TEXT[k]} and ring {ring}")
+    missing = [f"{t} np {n} stage {k}" for t in ("memory", "traffic") for n in (1, 2, 4)
+               for k in range(4) if (t, n, k) not in seen]
+    if missing:
+        problems.append(f"docs/lc3_zero.md: no row of the bench's tables for {', '.join(missing)}")
+    return problems
