@@ -33,6 +33,7 @@ wrong result is not a result. Writes JSON under build/bench/; docs/lc7_ep.md (Th
 explains the tables.
 """
 
+import argparse
 import os
 import re
 import shutil
@@ -364,3 +365,34 @@ def serial_tree(out):
     under out."""
     return patched_tree(os.path.relpath(os.path.join(out, "lc7_serial", "lc7_ep")), "lc7_ep",
                         [SERIAL_PATCH])
+
+
+# ------------------------------------------------------------- the page's copy
+
+PAGE_BYTES = re.compile(r"^(uniform|skewed) +(\d+)\*? +(\d+) +(\d+) +(\d+) +(\d+)$", re.M)
+
+
+def page_figures(page):
+    """The bytes table docs/lc7_ep.md copies (dispatch, combine and sent per rank) against
+    the routing histograms of the bench's own inputs at its default shape (seed 7, as run()
+    draws them); the times are not checked. Returns [problem]."""
+    defaults = argparse.Namespace(tokens=1024, hidden=256, ffn=512, experts=8, topk=2)
+    want = {}
+    for n in NPS:
+        for routing in ROUTINGS:
+            case = make_case(n, defaults, routing)
+            inputs = ep.layer_inputs(case, np.random.default_rng(7))
+            for r, (dispatch, combine) in enumerate(traffic(case, inputs)):
+                want[(routing, n, r)] = (dispatch, combine, dispatch + combine)
+    problems, seen = [], set()
+    for routing, n, r, *got in PAGE_BYTES.findall(page):
+        key = (routing, int(n), int(r))
+        seen.add(key)
+        if key in want and tuple(int(g) for g in got) != want[key]:
+            problems.append(f"docs/lc7_ep.md: {routing} np {n} rank {r} shows dispatch, "
+                            f"combine, sent {', '.join(got)}; the histogram gives "
+                            f"{', '.join(str(w) for w in want[key])}")
+    missing = sorted(set(want) - seen)
+    if missing:
+        problems.append(f"docs/lc7_ep.md: the bytes table has no row for {missing[:3]}")
+    return problems
