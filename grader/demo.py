@@ -52,8 +52,7 @@ def main():
     source = os.path.normpath(found[0])
     binary = os.path.join("build", "san" if args.san else "", os.path.splitext(source)[0])
     if source.endswith(".cu"):
-        import grade
-        device = args.device or ("cuda" if grade.has_gpu() else "emu")
+        device = args.device or ("cuda" if launch.has_gpu() else "emu")
         if device == "emu":
             print("(on the emulated device, DEVICE=emu: docs/setup.md, \"The emulated device\")")
             binary = os.path.join("build", "emu", os.path.splitext(source)[0])

@@ -40,6 +40,7 @@ import needs  # noqa: E402
 
 needs.numpy()  # the lectures' tables, which list the exercises, use NumPy
 
+import launch  # noqa: E402
 import lectures  # noqa: E402
 import stubgen  # noqa: E402
 
@@ -196,10 +197,9 @@ def with_function_from(student, stub, name, path):
 def find(name):
     """(lecture, exercise, function or None) for EX=: an exercise, a function that a test
     names (a drill of that function alone), or a unique part of an exercise's name."""
-    import hints
     try:
-        lec, ex = hints.find(name)
-    except hints.HintError as e:
+        lec, ex = lectures.find(name)
+    except lectures.NotFound as e:
         raise DrillError(str(e))
     fn = name if name != ex and name in lectures.functions(lec, ex) else None
     return lec, ex, fn
@@ -210,8 +210,7 @@ def needs_gpu(lecture, exercise):
 
 
 def gpu_present():
-    import grade
-    return grade.has_gpu()
+    return launch.has_gpu()
 
 
 # ------------------------------------------------------------------ the commands

@@ -14,7 +14,6 @@ import os
 import random
 import shutil
 import socket
-import subprocess
 import sys
 import textwrap
 import time
@@ -47,16 +46,6 @@ def host_resolves():
         socket.gethostbyname(socket.gethostname())
         return True
     except OSError:
-        return False
-
-
-def has_gpu():
-    if shutil.which("nvidia-smi") is None:
-        return False
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-        return out.returncode == 0 and "GPU" in out.stdout
-    except (OSError, subprocess.TimeoutExpired):
         return False
 
 
@@ -312,7 +301,7 @@ def main():
     tag = tree_tag(args)
     _, version = launch.mpi_flavor()
     report = Report(args.quiet)
-    gpu = has_gpu() if args.device == "cuda" else False
+    gpu = launch.has_gpu() if args.device == "cuda" else False
     # DEVICE=emu grades the CUDA exercises' tests, their .cu files built for the emulated
     # device (build/emu/, common/xt_cuda_emu.h).
     test_device = "cuda" if args.device == "emu" else args.device

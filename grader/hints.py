@@ -32,7 +32,6 @@ import math
 import os
 import re
 import sys
-import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -130,35 +129,6 @@ def todo_problems(path):
 
 # ------------------------------------------------------------------ the command
 
-def exercises():
-    """[(lecture, exercise)] of every lecture, in order."""
-    out = []
-    for lec in lectures.names():
-        for ex in lectures.exercises(lec):
-            out.append((lec, ex))
-    return out
-
-
-def find(name):
-    """(lecture, exercise) for an exercise or function name, or a unique substring."""
-    all_ex = exercises()
-    exact = [(lec, ex) for lec, ex in all_ex if ex == name]
-    if not exact:
-        exact = [(lec, ex) for lec, ex in all_ex if name in lectures.functions(lec, ex)]
-    if not exact:
-        exact = [(lec, ex) for lec, ex in all_ex if name in ex]
-    if len(exact) == 1:
-        return exact[0]
-    if exact:
-        raise HintError(f"EX={name} matches {', '.join(ex for _, ex in exact)}: which one?")
-    by_lecture = {}
-    for lec, ex in all_ex:
-        by_lecture.setdefault(lec, []).append(ex)
-    raise HintError(f"no exercise {name!r}; there are:\n" + "\n".join(
-        textwrap.fill(", ".join(exs), 78, initial_indent=f"  {lec}: ",
-                      subsequent_indent="    ") for lec, exs in by_lecture.items()))
-
-
 def state_path(exercise):
     return os.path.join(STATE, exercise)
 
@@ -172,7 +142,10 @@ def seen(exercise):
 
 
 def show(name, level=None):
-    lec, ex = find(name)
+    try:
+        lec, ex = lectures.find(name)
+    except lectures.NotFound as e:
+        raise HintError(str(e))
     found = hints(lec, ex)
     last = seen(ex)
     drilled = drill.drill_hints(ex)
@@ -204,7 +177,7 @@ def show(name, level=None):
 def check():
     """Every problem with hints and TODO bounds: [str]."""
     problems = []
-    for lec, ex in exercises():
+    for lec, ex in lectures.every_exercise():
         try:
             hints(lec, ex)
         except HintError as e:

@@ -244,3 +244,14 @@ def run(cmd, timeout, log_path=None, env=None, cwd=None, on_line=None):
     else:
         text = (stdout or b"").decode(errors="replace")
     return Result(proc.returncode, seconds, timed_out, text)
+
+
+def has_gpu():
+    """Whether nvidia-smi lists a GPU on this machine."""
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+        return out.returncode == 0 and "GPU" in out.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False

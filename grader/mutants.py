@@ -211,8 +211,8 @@ _GPU = []
 def gpu_here():
     """Whether this machine has a GPU (asked once)."""
     if not _GPU:
-        import grade
-        _GPU.append(grade.has_gpu())
+        import launch
+        _GPU.append(launch.has_gpu())
     return _GPU[0]
 
 

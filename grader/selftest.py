@@ -1764,6 +1764,18 @@ def test_lectures(s):
     else:
         s.record("pyflakes: grader/ has no warning", False,
                  ["pyflakes is not installed: sudo apt-get install -y python3-pyflakes"])
+    import imports
+    found = imports.circles()
+    s.record("grader/: no modules import each other round (imports inside functions too)",
+             not found, [", ".join(c) for c in found])
+    root = fresh("imports")
+    for name, text in (("a.py", "import b\n"), ("b.py", "def f():\n    import a\n"),
+                       ("c.py", "import a\n")):
+        with open(os.path.join(root, name), "w") as f:
+            f.write(text)
+    found = imports.circles(root)
+    s.record("grader/: a circle through an import inside a function is reported, a module "
+             "that only joins it is not (negative control)", found == [["a", "b"]], found)
     import libxt_layers
     bad = libxt_layers.check(".")
     layers = libxt_layers.layers(".")
@@ -1923,8 +1935,7 @@ def test_cuda(s):
     if not os.path.exists(exe):
         s.skip("CUDA helpers on a GPU", "not built (no nvcc)")
         return
-    import grade
-    if not grade.has_gpu():
+    if not launch.has_gpu():
         s.skip("CUDA helpers on a GPU", "no GPU on this machine (compiled only)")
         return
     r = mpirun(2, [exe], timeout=120)

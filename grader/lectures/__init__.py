@@ -13,6 +13,7 @@ generator and `make hint` all ask this module.
 import importlib
 import os
 import re
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NAME = re.compile(r"lc(\d+)_\w+$")
@@ -53,6 +54,36 @@ def exercises(name):
         if t.exercise not in out:
             out.append(t.exercise)
     return out
+
+
+def every_exercise():
+    """[(lecture, exercise)] of every lecture, in order."""
+    return [(lec, ex) for lec in names() for ex in exercises(lec)]
+
+
+class NotFound(Exception):
+    """EX= names no exercise, or more than one."""
+
+
+def find(name):
+    """(lecture, exercise) for an exercise or function name, or a unique substring of an
+    exercise's name; NotFound says what there is."""
+    all_ex = every_exercise()
+    exact = [(lec, ex) for lec, ex in all_ex if ex == name]
+    if not exact:
+        exact = [(lec, ex) for lec, ex in all_ex if name in functions(lec, ex)]
+    if not exact:
+        exact = [(lec, ex) for lec, ex in all_ex if name in ex]
+    if len(exact) == 1:
+        return exact[0]
+    if exact:
+        raise NotFound(f"EX={name} matches {', '.join(ex for _, ex in exact)}: which one?")
+    by_lecture = {}
+    for lec, ex in all_ex:
+        by_lecture.setdefault(lec, []).append(ex)
+    raise NotFound(f"no exercise {name!r}; there are:\n" + "\n".join(
+        textwrap.fill(", ".join(exs), 78, initial_indent=f"  {lec}: ",
+                      subsequent_indent="    ") for lec, exs in by_lecture.items()))
 
 
 def functions(name, exercise):

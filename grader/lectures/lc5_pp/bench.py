@@ -197,7 +197,7 @@ def measure(name, np_, ms_, rounds, args, tree, work, env):
             rp = schedule.replay({r: rec.stages for r, rec in enumerate(recs)}, pp.nlayers(case))
             unit = (statistics.mean(rp.idle(r) / rp.makespan for r in range(np_))
                     if rp.makespan and not rp.stuck else None)
-            flights = max(pp.in_flight(rec.stages) for rec in recs)
+            flights = max(schedule.in_flight(rec.stages) for rec in recs)
             peaks = max(rec.memory.get("activations", (0, 0))[1] for rec in recs)
             last = (case, recs)
         if len(steps) < rounds:

@@ -231,22 +231,10 @@ def runnable(case, inputs, records):
     return []
 
 
-def in_flight(calls):
-    """The most micro-batches forwarded and not yet backward (B, or W after I)."""
-    now = most = 0
-    for c in calls:
-        if c.op == "F":
-            now += 1
-            most = max(most, now)
-        elif c.op in ("B", "W"):
-            now -= 1
-    return most
-
-
 def in_flight_at_most(bound, formula):
     def rule(case, inputs, records):
         for r, rec in enumerate(records):
-            got, cap = in_flight(rec.stages), bound(case, r)
+            got, cap = schedule.in_flight(rec.stages), bound(case, r)
             if got > cap:
                 return [(r, f"rank {r} had {got} micro-batches in flight (forwarded, not yet "
                             f"backward), the schedule keeps at most {cap} ({formula})")]

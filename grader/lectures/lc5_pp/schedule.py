@@ -518,6 +518,18 @@ def dualpipe_idle(p):
     return p // 2 - 1, "np/2-1 forwards: the middle ranks' wait for their first micro-batch"
 
 
+def in_flight(calls):
+    """The most micro-batches forwarded and not yet backward (B, or W after I)."""
+    now = most = 0
+    for c in calls:
+        if c.op == "F":
+            now += 1
+            most = max(most, now)
+        elif c.op in ("B", "W"):
+            now -= 1
+    return most
+
+
 def dualpipe_in_flight(p):
     """DualPipe's most micro-batches in flight on a rank (forwarded, not yet backward,
     both chunks together): p+1, its paper's "activation per device: PP+1"."""
@@ -540,7 +552,6 @@ def dualpipe_problems(ps=(2, 4, 6, 8), extra=(0, 2, 4, 6)):
     it; replayed in unit time it runs, idles exactly dualpipe_idle on every rank, keeps at
     most dualpipe_in_flight; and a full backward in place of every split one idles more
     at p >= 4 (the zero-bubble parts matter). [] when all hold."""
-    from lectures.lc5_pp.pp import in_flight
     bad = []
     for p in ps:
         for m in (2 * p + e for e in extra):
