@@ -50,6 +50,7 @@ needs.numpy()
 import numpy as np  # noqa: E402
 
 import harness  # noqa: E402
+import records  # noqa: E402
 import launch  # noqa: E402
 import mutants  # noqa: E402
 import spec  # noqa: E402
@@ -199,7 +200,7 @@ def test_pmpi(s):
     r = mpirun(2, [os.path.join(TESTS_BIN, "test_pmpi"), "--out", d])
     ok = r.returncode == 0 and r.output.count(": ok") == 2
     problems = [] if ok else tail(r.output)
-    rec = harness.read_record_table(os.path.join(d, "mpi.r0.txt")) if ok else {}
+    rec = records.read_record_table(os.path.join(d, "mpi.r0.txt")) if ok else {}
     want = {"MPI_Send": (2, 1, 0, 40, 0), "MPI_Isend": (1, 1, 0, 40, 0),
             "MPI_Sendrecv": (1, 1, 1, 12, 12), "MPI_Allreduce": (1, 0, 0, 16, 16)}
     for fn, nums in want.items():
@@ -341,7 +342,7 @@ def test_heap_damage(s):
     lec = lectures.names()[0]
     runner = harness.Runner(harness.Exercise(lec, "test_crash", "common/tests/test_crash.c", exe,
                                              []), 1, d)
-    fail = runner.classify_death(r, harness.read_status(d, 2), None, None, 2)
+    fail = runner.classify_death(r, records.read_status(d, 2), None, None, 2)
     args = argparse.Namespace(tree=None, sol=False, san=False, case=None)
     lines = fail.lines + ([grade.memory_advice(args, lec, "ex", 1234)]
                           if fail.memory_damage else [])
@@ -388,7 +389,7 @@ def test_cases(s):
     problems = [] if r.returncode == 0 else tail(r.output)
 
     def rec(k, g, rank):
-        return harness.read_record(os.path.join(d, f"c{k}", f"g{g}.r{rank}.mpi.txt"))
+        return records.read_record(os.path.join(d, f"c{k}", f"g{g}.r{rank}.mpi.txt"))
 
     for k, (np_, fn) in enumerate(plan):
         for g in range(8 // np_):
@@ -684,11 +685,11 @@ def test_stage_lines(s):
                 "events-before activations-bytes-then\n"
                 "S F 0 1 0.000100 0.000150 2 1 0 96\nS I 0 1 0.000200 0.000250 2 1 3\n"
                 "S W 0 1 0.000300 0.000310 2 1 4\nS B 12 0 0.001000 0.002000 0 2 4\nSD 3\nEND\n")
-    rec = harness.read_record(path)
-    want = [harness.StageCall("F", 0, 1, 1e-4, 1.5e-4, 2, 1, 0),
-            harness.StageCall("I", 0, 1, 2e-4, 2.5e-4, 2, 1, 3),
-            harness.StageCall("W", 0, 1, 3e-4, 3.1e-4, 2, 1, 4),
-            harness.StageCall("B", 12, 0, 1e-3, 2e-3, 0, 2, 4)]
+    rec = records.read_record(path)
+    want = [records.StageCall("F", 0, 1, 1e-4, 1.5e-4, 2, 1, 0),
+            records.StageCall("I", 0, 1, 2e-4, 2.5e-4, 2, 1, 3),
+            records.StageCall("W", 0, 1, 3e-4, 3.1e-4, 2, 1, 4),
+            records.StageCall("B", 12, 0, 1e-3, 2e-3, 0, 2, 4)]
     got = (rec.stages, rec.stages_dropped, rec.memory) if rec else None
     acts = [c.activations for c in rec.stages] if rec else None
     s.record("read_record: S lines as StageCall(op, mb, chunk, start, end, first, count, "
@@ -700,9 +701,9 @@ def test_stage_lines(s):
         f.write("# xt case record\nT 0.01\n# expert call: F|B expert tokens start end "
                 "events-before exchanges-pending their-bytes\nX F 3 17 0.001200 0.001500 6 2 4096\n"
                 "X B 0 0 0.002000 0.002100 9 0 0\nEND\n")
-    rec = harness.read_record(path)
-    want = [harness.ExpertCall("F", 3, 17, 1.2e-3, 1.5e-3, 6, 2, 4096),
-            harness.ExpertCall("B", 0, 0, 2e-3, 2.1e-3, 9, 0, 0)]
+    rec = records.read_record(path)
+    want = [records.ExpertCall("F", 3, 17, 1.2e-3, 1.5e-3, 6, 2, 4096),
+            records.ExpertCall("B", 0, 0, 2e-3, 2.1e-3, 9, 0, 0)]
     got = rec.experts if rec else None
     s.record("read_record: X lines as ExpertCall(op, expert, tokens, start, end, events_before, "
              "pending, pending_bytes) in order", got == want, [repr(got)])
@@ -761,7 +762,7 @@ def test_blocked_explanations(s):
     # The ranks' ledgers (LEDGER status lines): what each sent and received, and the
     # receives still posted; world ranks 4, 5 are case ranks 0, 1.
     def ledger(*texts):
-        lines = [harness.StatusLine("LEDGER", 3, 0, r, 4 + r, t) for r, t in enumerate(texts)]
+        lines = [records.StatusLine("LEDGER", 3, 0, r, 4 + r, t) for r, t in enumerate(texts)]
         return harness.read_ledger(lines, {4: 0, 5: 1})
     stuck = [(0, "MPI_Recv(from 1, tag 0, up to 16 B) for 3.0 s"),
              (1, "MPI_Recv(from 0, tag 2, up to 16 B) for 3.0 s")]
@@ -1166,13 +1167,13 @@ def test_rounds(s):
     """spec.message_rounds on hand-made logs: the binomial broadcast at np = 8 sending to
     its largest subtree first, then its smallest; and a log that stalls."""
     def bcast(largest_first):
-        recs = [harness.Record() for _ in range(8)]
+        recs = [records.Record() for _ in range(8)]
         for v in range(8):
             low = (v & -v) or 8
             if v:
-                recs[v].events.append(harness.Event("MPI_Recv", "R", v - low, 0, 4, "case"))
+                recs[v].events.append(records.Event("MPI_Recv", "R", v - low, 0, 4, "case"))
             for m in sorted((m for m in (1, 2, 4) if m < low), reverse=largest_first):
-                recs[v].events.append(harness.Event("MPI_Send", "S", v + m, 0, 4, "case"))
+                recs[v].events.append(records.Event("MPI_Send", "S", v + m, 0, 4, "case"))
         return recs
 
     def deepest(recs):
@@ -1182,10 +1183,10 @@ def test_rounds(s):
     big, small = bcast(True), bcast(False)
     report = rule(None, None, small)
     # Rank 1 waits for a message rank 0 never sent; rank 0's own send still counts.
-    stalled = [harness.Record(events=[harness.Event("MPI_Send", "S", 2, 0, 4, "case")]),
-               harness.Record(events=[harness.Event("MPI_Recv", "R", 0, 0, 4, "case"),
-                                      harness.Event("MPI_Send", "S", 2, 0, 4, "case")]),
-               harness.Record(events=[harness.Event("MPI_Recv", "R", 1, 0, 4, "case")])]
+    stalled = [records.Record(events=[records.Event("MPI_Send", "S", 2, 0, 4, "case")]),
+               records.Record(events=[records.Event("MPI_Recv", "R", 0, 0, 4, "case"),
+                                      records.Event("MPI_Send", "S", 2, 0, 4, "case")]),
+               records.Record(events=[records.Event("MPI_Recv", "R", 1, 0, 4, "case")])]
     try:
         stall = [(m.src, m.dst, m.round, m.received) for m in spec.message_rounds(stalled)]
     except Exception as e:  # the point: it must not raise
@@ -2044,7 +2045,7 @@ def test_mem(s):
                         total=(500, 4500 + 8 * rank)),
                 2: dict(zero, params=(0, 500), grads=(0, 100), total=(0, 600))}
         for k, mem in want.items():
-            rec = harness.read_record(os.path.join(d, f"c{k}", f"g0.r{rank}.mpi.txt"))
+            rec = records.read_record(os.path.join(d, f"c{k}", f"g0.r{rank}.mpi.txt"))
             if rec is None:
                 problems.append(f"case {k} ({plan[k]}) rank {rank}: no complete record")
             elif rec.memory != mem:
@@ -2082,7 +2083,7 @@ def test_mem(s):
     problems = []
     for k in range(len(plan)):
         for rank in range(2):
-            rec = harness.read_record(os.path.join(d, f"c{k}", f"g0.r{rank}.mpi.txt"))
+            rec = records.read_record(os.path.join(d, f"c{k}", f"g0.r{rank}.mpi.txt"))
             notes = [text for kind, text in rec.notes if kind == "WRONG"] if rec else []
             expected = want.get(k, [])
             if len(notes) != len(expected) or not all(

@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 
-import harness
+import records
 import launch
 from benchlib import build_bench, Launch, ms, output_tag, TrainingRun, tree_of
 from testkit import bench_results, fresh, mutant_tree, run_bench, tail
@@ -258,8 +258,8 @@ def run_model(args, tree, np_, cfg, rounds, warmup, env, work):
         return None, None, [f"model_tp's launch {'timed out' if res.timed_out else 'failed'} "
                             f"(exit {res.returncode}); rerun: {launch.shell_line(cmd)}"]
 
-    def records(k, n):
-        return [harness.read_record(os.path.join(work, f"c{k}", f"g0.r{r}.mpi.txt"))
+    def case_records(k, n):
+        return [records.read_record(os.path.join(work, f"c{k}", f"g0.r{r}.mpi.txt"))
                 for r in range(n)]
 
     def losses(k, n, s):
@@ -274,7 +274,7 @@ def run_model(args, tree, np_, cfg, rounds, warmup, env, work):
     more = [k for k, p in enumerate(plan) if p[2] == "more"]
     # The all-reduces of one step (the first "one" case), on every rank.
     big, small, kv, other, small_bytes = set(), set(), set(), set(), 0
-    rec1 = records(one[0], np_)
+    rec1 = case_records(one[0], np_)
     act_peak = []
     for r, rec in enumerate(rec1):
         if rec is None:
@@ -304,7 +304,7 @@ def run_model(args, tree, np_, cfg, rounds, warmup, env, work):
     # Time per step: (a (1+K)-step case - a 1-step case) / K, the slowest rank's records.
     per = []
     for a, b in zip(one, more):
-        ra, rb = records(a, np_), records(b, np_)
+        ra, rb = case_records(a, np_), case_records(b, np_)
         if None in ra or None in rb:
             continue
         per.append((max(x.seconds for x in rb) - max(x.seconds for x in ra)) / args.model_steps)

@@ -34,6 +34,7 @@ import textwrap
 import numpy as np
 
 import harness
+import records
 import launch
 import spec
 from benchlib import TrainingRun, build_program, ms, tree_of
@@ -129,7 +130,7 @@ def write_plan(work, plan, args):
         cdir = os.path.join(work, f"c{k}")
         os.makedirs(cdir)
         inp = inputs_of(case, np.random.default_rng(2026 + k))
-        harness.write_inputs(cdir, 0, inp)
+        records.write_inputs(cdir, 0, inp)
         inputs.append(inp)
         params = " ".join(f"{key}={val}" for key, val in case.params.items())
         lines.append(f"case {k} np={case.np} {params} watchdog={args.timeout:.0f}")
@@ -181,7 +182,7 @@ def measure(name, np_, ms_, rounds, args, tree, work, env):
             if case["M"] != M:
                 continue
             cdir = os.path.join(work, f"c{k}")
-            recs = [harness.read_record(os.path.join(cdir, f"g0.r{r}.mpi.txt"))
+            recs = [records.read_record(os.path.join(cdir, f"g0.r{r}.mpi.txt"))
                     for r in range(np_)]
             if any(rec is None for rec in recs):
                 errors.append(f"{name} np {np_} M {M}: a rank wrote no record")
@@ -269,7 +270,7 @@ def figure(tree, work, env, timeout):
         cmd = launch.mpirun_command(FIGURE_NP, [os.path.abspath(binary), "--cases",
                                                 os.path.abspath(d)])
         res = launch.run(cmd, timeout=timeout, env=env)
-        recs = [harness.read_record(os.path.join(d, "c0", f"g0.r{r}.mpi.txt"))
+        recs = [records.read_record(os.path.join(d, "c0", f"g0.r{r}.mpi.txt"))
                 for r in range(FIGURE_NP)]
         if res.returncode != 0 or any(rec is None for rec in recs):
             skipped.append(f"{name}: its figure case failed (exit {res.returncode})")
@@ -400,7 +401,7 @@ def test_schedule_replay(s):
     formula on every rank; an order that cannot run is named (negative control)."""
     sch = schedule
     def logs(ops_of_rank, p, v=1):
-        return {r: [harness.StageCall(o.op, o.mb, o.chunk, 0.0, 0.0, o.chunk * p + r, 1)
+        return {r: [records.StageCall(o.op, o.mb, o.chunk, 0.0, 0.0, o.chunk * p + r, 1)
                     for o in ops_of_rank(r)] for r in range(p)}
 
     bad = []
@@ -427,8 +428,8 @@ def test_schedule_replay(s):
              "on its half's chunks, each W after its I; it runs, idles exactly np/2-1, at most "
              "np+1 in flight; full backwards idle more (negative control)", not bad, bad[:5])
     # Rank 0 runs B0 before rank 1, the last stage, has run its own: it can never start.
-    wrong = {0: [harness.StageCall("F", 0, 0, 0, 0, 0, 1), harness.StageCall("B", 0, 0, 0, 0, 0, 1)],
-             1: [harness.StageCall("B", 0, 0, 0, 0, 1, 1), harness.StageCall("F", 0, 0, 0, 0, 1, 1)]}
+    wrong = {0: [records.StageCall("F", 0, 0, 0, 0, 0, 1), records.StageCall("B", 0, 0, 0, 0, 0, 1)],
+             1: [records.StageCall("B", 0, 0, 0, 0, 1, 1), records.StageCall("F", 0, 0, 0, 0, 1, 1)]}
     rp = sch.replay(wrong, 2)
     s.record("schedule replay: a backward before its forward is named as an order that cannot "
              "run (negative control)",

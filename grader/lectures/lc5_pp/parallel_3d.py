@@ -271,7 +271,7 @@ def wanted(case, r):
 
 def timelines(case, records, r):
     """What rank r's pp group ran in the first step, and 1F1B's, replayed in unit time."""
-    import harness
+    import records
     dp, pp, tp = mesh(case)
     c = coords(case, r)
     ranks = [rank_of(case, c[0], p, c[2]) for p in range(pp)]
@@ -280,7 +280,7 @@ def timelines(case, records, r):
     want = {}
     for q in ranks:
         first, count = stage_blocks(case, coords(case, q)[1])
-        want[q] = [harness.StageCall(op.op, op.mb, op.chunk, 0.0, 0.0, first, count)
+        want[q] = [records.StageCall(op.op, op.mb, op.chunk, 0.0, 0.0, first, count)
                    for op in schedule.one_f_one_b(pp, case["M"], coords(case, q)[1])]
     lines = []
     rp = schedule.replay(got, case["layers"])

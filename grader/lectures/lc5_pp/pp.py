@@ -215,9 +215,9 @@ def pictures(case, records, definition, name):
 
 
 def _call(case, rank, op):
-    import harness
+    import records
     first, count = layers_of(case, rank)[op.chunk]
-    return harness.StageCall(op.op, op.mb, op.chunk, 0.0, 0.0, first, count)
+    return records.StageCall(op.op, op.mb, op.chunk, 0.0, 0.0, first, count)
 
 
 def runnable(case, inputs, records):

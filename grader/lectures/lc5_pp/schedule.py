@@ -362,10 +362,10 @@ def read_logs(directory):
     import glob
     import os
     import re
-    import harness
+    import records
     logs = {}
     for path in glob.glob(os.path.join(directory, "stages.r*.txt")):
-        rec = harness.read_record(path)
+        rec = records.read_record(path)
         if rec is not None:
             logs[int(re.search(r"stages\.r(\d+)\.txt$", path).group(1))] = rec.stages
     return logs
@@ -539,9 +539,9 @@ def dualpipe_in_flight(p):
 def dualpipe_calls(p, m, layers, ops=None):
     """{rank: [StageCall]} of DualPipe's definition (or ops(p, m, r)) on a model whose
     stages are layers[s] = (first, count)."""
-    import harness
+    import records
     ops = ops or dualpipe
-    return {r: [harness.StageCall(o.op, o.mb, o.chunk, 0.0, 0.0,
+    return {r: [records.StageCall(o.op, o.mb, o.chunk, 0.0, 0.0,
                                   *layers[dualpipe_stage(p, o.chunk, r)])
                 for o in ops(p, m, r)] for r in range(p)}
 

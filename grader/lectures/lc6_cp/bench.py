@@ -45,6 +45,7 @@ import textwrap
 import numpy as np
 
 import harness
+import records
 import launch
 import nn
 from benchlib import (TrainingRun, build_program, ms, patched_tree, slashed,
@@ -246,7 +247,7 @@ def write_plan(work, ref, program, layout, n, shape, rounds, args, heads=False):
     for op, _ in OPS:
         d = os.path.join(shared, op)
         os.makedirs(d)
-        harness.write_inputs(d, 0, ref.inputs(op, layout, n, heads))
+        records.write_inputs(d, 0, ref.inputs(op, layout, n, heads))
     plan = []
     for k in range(2 * rounds):
         op = OPS[k % 2][0]
@@ -299,7 +300,7 @@ def measure(name, n, shape, ref, rounds, warmup, args, binary, work, env):
             if kind != op:
                 continue
             cdir = os.path.join(work, f"c{k}")
-            recs = [harness.read_record(os.path.join(cdir, f"g0.r{r}.mpi.txt")) for r in range(n)]
+            recs = [records.read_record(os.path.join(cdir, f"g0.r{r}.mpi.txt")) for r in range(n)]
             if any(rec is None for rec in recs):
                 errors.append(f"{name} np {n} {what}: a rank wrote no record")
                 break

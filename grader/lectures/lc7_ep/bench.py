@@ -44,6 +44,7 @@ import textwrap
 import numpy as np
 
 import harness
+import records
 import launch
 import spec
 from benchlib import (TrainingRun, build_program, ms, patched_tree, slashed,
@@ -140,7 +141,7 @@ def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
     shutil.rmtree(work, ignore_errors=True)
     shared = os.path.join(work, "inputs")
     os.makedirs(shared)
-    harness.write_inputs(shared, 0, ep.program_inputs(inputs))
+    records.write_inputs(shared, 0, ep.program_inputs(inputs))
     params = " ".join(f"{k}={v}" for k, v in case.params.items())
     lines = ["# make bench LC=7: one MoE layer forward per round"]
     for k in range(warmup + rounds):
@@ -173,7 +174,7 @@ def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
     bytes_want = traffic(case, inputs)
     for k in range(warmup + rounds):
         cdir = os.path.join(work, f"c{k}")
-        recs = [harness.read_record(os.path.join(cdir, f"g0.r{r}.mpi.txt")) for r in range(n)]
+        recs = [records.read_record(os.path.join(cdir, f"g0.r{r}.mpi.txt")) for r in range(n)]
         if any(rec is None for rec in recs):
             return None, [f"{what}: a rank wrote no record"], None
         wrong, margin = check_values(want, n, cdir)
