@@ -36,6 +36,7 @@ needs.numpy()
 
 import demo  # noqa: E402
 import grade  # noqa: E402
+import builds  # noqa: E402
 import harness  # noqa: E402
 import launch  # noqa: E402
 import lectures  # noqa: E402
@@ -149,9 +150,9 @@ def main():
 
     source = os.path.normpath(os.path.join(tree, lec, ex + ".c"))
     binary = os.path.join("build", *(["san"] if args.san else []), os.path.splitext(source)[0])
-    failed = harness.build([binary], san=args.san)
+    failed = builds.build([binary], san=args.san)
     if failed:
-        print("\n".join(harness.build_errors(failed[binary])), file=sys.stderr)
+        print("\n".join(builds.build_errors(failed[binary])), file=sys.stderr)
         return 1
     if shutil.which("gdb") is None:
         print("debug: gdb is not installed (sudo apt-get install -y gdb); the rank waits all "

@@ -20,7 +20,8 @@ import textwrap
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import harness  # noqa: E402
+import hangs  # noqa: E402
+import sanitizer  # noqa: E402
 import launch  # noqa: E402
 import lectures  # noqa: E402
 
@@ -90,7 +91,7 @@ def main():
         after(os.path.splitext(os.path.basename(source))[0], args.np, logs)
     if banner.blocked:
         # The same explanation as a graded deadlock's, in rank order.
-        lines, _ = harness.blocked_explanation(sorted(banner.blocked), in_a_case=False)
+        lines, _ = hangs.blocked_explanation(sorted(banner.blocked), in_a_case=False)
         print(f"demo: no progress for {banner.limit} s; the ranks were blocked in:")
         for ln in lines:
             print(textwrap.fill(ln, 78, subsequent_indent="    "), flush=True)
@@ -110,7 +111,7 @@ def asan_summary(reports, binary, source):
     texts = {path: open(path, errors="replace").read() for path in found}
     # A rank that the end of the run killed mid-report left only its first lines.
     whole = [path for path in found if "SUMMARY: AddressSanitizer" in texts[path]] or found
-    lines = harness.asan_report(texts[whole[0]].splitlines(), binary, source, "")[1:]
+    lines = sanitizer.asan_report(texts[whole[0]].splitlines(), binary, source, "")[1:]
     print("demo: AddressSanitizer stopped " +
           ("a rank" if len(found) == 1 else f"{len(found)} ranks") + "; the first report:")
     for line in lines:

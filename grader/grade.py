@@ -26,6 +26,7 @@ import needs  # noqa: E402
 needs.numpy()
 
 import drill  # noqa: E402
+import builds  # noqa: E402
 import harness  # noqa: E402
 import launch  # noqa: E402
 import lectures  # noqa: E402
@@ -368,7 +369,7 @@ def main():
                 report.result(t.exercise, r, "", False, scored=args.case is None)
         else:
             missing_src = [ex for ex in exercises if not os.path.exists(sources[ex])]
-            failed = harness.build([binaries[ex] for ex in exercises
+            failed = builds.build([binaries[ex] for ex in exercises
                                     if ex not in missing_src], san=args.san,
                                    cov=args.coverage)
             for ex in exercises:
@@ -380,13 +381,13 @@ def main():
                                                   lines=[f"{sources[ex]} does not exist"])
                                for t in ex_tests]
                 elif binaries[ex] in failed:
-                    errs = harness.build_errors(failed[binaries[ex]])
+                    errs = builds.build_errors(failed[binaries[ex]])
                     results = [harness.TestResult(t, verdict="BUILD", lines=list(errs))
                                for t in ex_tests]
                 else:
                     extra = [f for t in ex_tests for f in t.forbidden]
                     obj = ".cu.o" if args.device == "cuda" else ".o"
-                    bad = harness.forbidden_calls(binaries[ex] + obj, extra, sources[ex])
+                    bad = builds.forbidden_calls(binaries[ex] + obj, extra, sources[ex])
                     if bad:
                         results = [harness.TestResult(t, verdict="RULE",
                                                       lines=[f"{sources[ex]} {bad[0]}"])

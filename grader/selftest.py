@@ -49,8 +49,11 @@ needs.numpy()
 
 import numpy as np  # noqa: E402
 
+import compare  # noqa: E402
+import hangs  # noqa: E402
 import harness  # noqa: E402
 import records  # noqa: E402
+import sanitizer  # noqa: E402
 import launch  # noqa: E402
 import mutants  # noqa: E402
 import spec  # noqa: E402
@@ -325,7 +328,7 @@ def test_crash(s):
         lines = status_lines(d)
         ok = r.returncode != 0 and any(re.search(pattern, ln) for ln in lines)
         if mode == "segv":
-            frames = harness.short_backtrace(
+            frames = sanitizer.short_backtrace(
                 [ln for ln in lines if "(" in ln], exe, "common/tests/test_crash.c")
             ok = ok and any("crash_here" in f for f in frames)
             lines = lines + [f"frames: {frames}"]
@@ -419,7 +422,7 @@ def test_cases(s):
                               "tag 0) still owns")
                 if fn in ("inflight", "freed") and rank == 0:
                     # Code addresses resolved as a report resolves them: the lines of the calls.
-                    notes = harness.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
+                    notes = sanitizer.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
                     at = f"at {TEST_CASES_SOURCE}:"
                     expect = (f"INFLIGHT MPI_Isend(to 1, tag 0, 256 B, posted "
                               f"{at}{source_line('MPI_Isend(v, 64')}): its buffer changed (first "
@@ -430,20 +433,20 @@ def test_cases(s):
                               f"{at}{source_line('MPI_Isend(&v, 1, MPI_INT, 1, 0, comm, &r);', 2)}"
                               "): MPI_Request_free freed its request before it completed")
                 if fn == "written" and rank == 1:
-                    notes = harness.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
+                    notes = sanitizer.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
                     expect = (f"INFLIGHT MPI_Irecv(from 0, tag 0, 16 B, posted at "
                               f"{TEST_CASES_SOURCE}:{source_line('MPI_Irecv(w, 4', 2)}): its "
                               "receive buffer was written (first at byte 4 of 16) before the "
                               "request completed (in MPI_Wait at "
                               f"{TEST_CASES_SOURCE}:{source_line('MPI_Wait(&r,', 4)})")
                 if fn == "icoll_sent" and rank == 0:
-                    notes = harness.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
+                    notes = sanitizer.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
                     expect = (f"INFLIGHT MPI_Ialltoall(8 B, posted at {TEST_CASES_SOURCE}:"
                               f"{source_line('MPI_Ialltoall(s, 1')}): its send buffer changed "
                               "(first at byte 4 of 8) before the request completed (in MPI_Wait "
                               f"at {TEST_CASES_SOURCE}:{source_line('MPI_Wait(&req,')})")
                 if fn == "iscatter_sent" and rank == 0:
-                    notes = harness.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
+                    notes = sanitizer.resolve_sites(notes, TEST_CASES, TEST_CASES_SOURCE)
                     expect = (f"INFLIGHT MPI_Iscatter(8 B, posted at {TEST_CASES_SOURCE}:"
                               f"{source_line('MPI_Iscatter(s, 1')}): its send buffer changed "
                               "(first at byte 4 of 8) before the request completed (in MPI_Wait "
@@ -453,7 +456,7 @@ def test_cases(s):
                     early, late = (np.load(os.path.join(d, f"c{k}", f"g{g}.r0.{n}.npy"))
                                    for n in ("early", "late"))
                     want = [v for r_ in range(np_) for v in (r_ + 1, r_ + 1)]
-                    if not all(harness.is_recv_poison(v) for v in early) or \
+                    if not all(compare.is_recv_poison(v) for v in early) or \
                             late.tolist() != want:
                         problems.append(f"case {k} (igather): root's buffer before the wait "
                                         f"{early.tolist()} (the poison?), after "
@@ -466,7 +469,7 @@ def test_cases(s):
                     want = [[n, 2 * n, 3 * np_], [n - np_, np_]]
                     # One rank: Open MPI completes both at once, with one request, so the
                     # second start finishes the first and nothing is pending to read early.
-                    early_ok = np_ == 1 or all(harness.is_recv_poison(v) for v in arrays[0])
+                    early_ok = np_ == 1 or all(compare.is_recv_poison(v) for v in arrays[0])
                     if not early_ok or got[1:] != want:
                         problems.append(f"case {k} (icoll, np={np_}) rank {rank}: before the "
                                         f"wait {got[0]} (the poison?), after {got[1:]}, not "
@@ -476,7 +479,7 @@ def test_cases(s):
                 for i, want in rounds.get(fn, []) if rank == 1 else []:
                     early = np.load(os.path.join(d, f"c{k}", f"g{g}.r1.early{i}.npy"))
                     late = np.load(os.path.join(d, f"c{k}", f"g{g}.r1.late{i}.npy"))
-                    if not all(harness.is_recv_poison(v) for v in early):
+                    if not all(compare.is_recv_poison(v) for v in early):
                         problems.append(f"case {k} ({fn}): the buffer read before wait {i} "
                                         f"holds {list(early)}, not the receive poison")
                     if list(late) != want:
@@ -583,20 +586,20 @@ def test_grader_units(s):
     s.record("references: every op and dtype agrees with a plain loop in C arithmetic",
              not problems, problems[:10])
     # Comparisons: what a WRONG report says.
-    msg = harness.compare("x", np.array([1, 2, 3], np.int32), np.array([1, 5, 3], np.int32), 0, 2)
+    msg = compare.compare("x", np.array([1, 2, 3], np.int32), np.array([1, 5, 3], np.int32), 0, 2)
     ok = msg == "rank 2 'x'[1] expected 2 got 5 (1 of 3 wrong, max error 3)"
-    msg2 = harness.compare("x", np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]), 1e-9, 0)
+    msg2 = compare.compare("x", np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]), 1e-9, 0)
     poison = np.frombuffer(b"\xff" * 8, np.float64)[0]
-    msg3 = harness.compare("x", np.array([1.0, 2.0]), np.array([1.0, poison]), 1e-9, 0)
-    overflow = harness.compare("x", np.array([1.0, 2.0], np.float32),
+    msg3 = compare.compare("x", np.array([1.0, 2.0]), np.array([1.0, poison]), 1e-9, 0)
+    overflow = compare.compare("x", np.array([1.0, 2.0], np.float32),
                                np.array([1.0, float("nan")], np.float32), 1e-9, 0)
-    msg4 = harness.compare("x", np.array([1, 2]), np.array([1]), 0, 0)
+    msg4 = compare.compare("x", np.array([1, 2]), np.array([1]), 0, 0)
     # NaN where a number was expected points at a read after xt_free; a number where NaN was
     # expected does not.
-    msg5 = harness.compare("x", np.array([float("nan"), 2.0]), np.array([1.0, 2.0]), 1e-9, 0)
+    msg5 = compare.compare("x", np.array([float("nan"), 2.0]), np.array([1.0, 2.0]), 1e-9, 0)
     unwritten = np.array([1.0, 2.0], np.float32)
-    unwritten.view(np.uint32)[1] = harness.EMU_FRESH
-    msg6 = harness.compare("x", np.array([1.0, 2.0], np.float32), unwritten, 1e-9, 0)
+    unwritten.view(np.uint32)[1] = compare.EMU_FRESH
+    msg6 = compare.compare("x", np.array([1.0, 2.0], np.float32), unwritten, 1e-9, 0)
     freed = "freed xt_alloc memory reads as NaN"
     s.record("comparisons: first bad index, expected, got; NaN and lengths caught; "
              "tolerance respected; a NaN got where a number was expected notes xt_free's poison "
@@ -609,8 +612,8 @@ def test_grader_units(s):
              [msg, msg2, msg3, msg4, msg5, msg6, overflow])
     # A relative tolerance scales with each expected value, in both directions.
     rel = spec.Relative(1e-6, 1e-3).bound(np.array([1.0, 1000.0]))
-    near = harness.compare("w", np.array([1.0, 1000.0]), np.array([1.0, 1000.9]), rel, 0)
-    far = harness.compare("w", np.array([1.0, 1000.0]), np.array([1.01, 1000.0]), rel, 0)
+    near = compare.compare("w", np.array([1.0, 1000.0]), np.array([1.0, 1000.9]), rel, 0)
+    far = compare.compare("w", np.array([1.0, 1000.0]), np.array([1.01, 1000.0]), rel, 0)
     s.record("comparisons: spec.Relative(atol, rtol) allows rtol |expected| per element",
              near is None and far and "'w'[0]" in far, [near, far])
     # A tensor-scale tolerance: the largest |expected| over every rank's part, or the floor.
@@ -726,7 +729,7 @@ def test_asan_places(s):
     problems = []
     for about, words in cases:
         headline = "rank 0: AddressSanitizer: stack-buffer-overflow, a WRITE of size 4"
-        got = harness.asan_report(head + [about], "none", "none.c", headline)[0]
+        got = sanitizer.asan_report(head + [about], "none", "none.c", headline)[0]
         if got != headline + words:
             problems.append(f"{about!r}: {got!r}")
     s.record("AddressSanitizer reports: a heap block's edge or inside, a local variable, a "
@@ -740,22 +743,22 @@ def test_blocked_explanations(s):
                   (1, "MPI_Recv(from 0, tag 0, up to 12 B) on MPI_COMM_WORLD for 3.0 s")]
     sends = [(0, "MPI_Send(to 1, tag 0, 4 B) for 3.0 s"), (1, "MPI_Send(to 0, tag 0, 4 B) for 3.0 s")]
     problems = []
-    lines, hint = harness.blocked_explanation(recv_cycle, in_a_case=True)
+    lines, hint = hangs.blocked_explanation(recv_cycle, in_a_case=True)
     if not (hint and hint.startswith("cause: ranks 0, 1 waited on MPI_COMM_WORLD")):
         problems.append(f"a graded case blocked on MPI_COMM_WORLD: hint {hint!r}")
-    lines, hint = harness.blocked_explanation(recv_cycle, in_a_case=False)
+    lines, hint = hangs.blocked_explanation(recv_cycle, in_a_case=False)
     if hint or not lines[-1].startswith("every rank waits for a message that no rank has sent"):
         problems.append(f"a demo's receive cycle: {lines[-1]!r}, hint {hint!r}")
-    lines, hint = harness.blocked_explanation(sends, in_a_case=True)
+    lines, hint = hangs.blocked_explanation(sends, in_a_case=True)
     if hint or not lines[-1].startswith("strict send mode"):
         problems.append(f"two sends: {lines[-1]!r}")
     tags = [(0, "MPI_Recv(from 1, tag 1, up to 16 B) for 3.0 s"),
             (1, "MPI_Send(to 0, tag 0, 16 B) for 3.0 s")]
-    lines, hint = harness.blocked_explanation(tags, in_a_case=True)
+    lines, hint = hangs.blocked_explanation(tags, in_a_case=True)
     if not lines[-1].startswith("never matched: r1's message (to 0, tag 0, 16 B) and r0's "
                                 "receive (from 1, tag 1): their tags differ"):
         problems.append(f"a tag mismatch: {lines[-1]!r}")
-    lines, hint = harness.blocked_explanation(
+    lines, hint = hangs.blocked_explanation(
         [(0, "MPI_Wait(MPI_Irecv from 1, tag any, 16 B) for 3.0 s"), tags[1]], in_a_case=True)
     if any(ln.startswith("never matched") for ln in lines):
         problems.append(f"MPI_ANY_TAG taken for a mismatch: {lines!r}")
@@ -763,7 +766,7 @@ def test_blocked_explanations(s):
     # receives still posted; world ranks 4, 5 are case ranks 0, 1.
     def ledger(*texts):
         lines = [records.StatusLine("LEDGER", 3, 0, r, 4 + r, t) for r, t in enumerate(texts)]
-        return harness.read_ledger(lines, {4: 0, 5: 1})
+        return hangs.read_ledger(lines, {4: 0, 5: 1})
     stuck = [(0, "MPI_Recv(from 1, tag 0, up to 16 B) for 3.0 s"),
              (1, "MPI_Recv(from 0, tag 2, up to 16 B) for 3.0 s")]
     found = {
@@ -790,7 +793,7 @@ def test_blocked_explanations(s):
         [(0, "MPI_Send(to 1, tag 0, 8 B) for 3.0 s"), (1, "MPI_Send(to 0, tag 0, 8 B) for 3.0 s")],
         ledger("S case 5 0 1 8 8", "S case 4 0 1 8 8"), [])
     for what, (blocked, led, want) in found.items():
-        got = harness.unmatched_pairs(blocked, led)
+        got = hangs.unmatched_pairs(blocked, led)
         if len(got) != len(want) or any(not g.startswith(w) for g, w in zip(got, want)):
             problems.append(f"{what}: {got!r}")
     banner = demo.BannerFilter()
@@ -980,7 +983,7 @@ def test_one_case(s):
 
 
 def test_relations(s):
-    """harness.relation: what a wrong output equals, on hand-made arrays."""
+    """compare.relation: what a wrong output equals, on hand-made arrays."""
     case = spec.Case(None, 2, {"M": 3, "rows": 5, "fn": "f"})
     e = np.array([1.0, -2.0, 0.0, 4.0])
     before = [np.array([0.5, 0.5, 1.0, -1.0]), np.zeros(4)]
@@ -993,7 +996,7 @@ def test_relations(s):
            "noise": (e + np.array([0.1, -0.3, 0.2, 0.0]), [])}
     problems = []
     for what, (g, want) in got.items():
-        lines = harness.relation(case, "y", e, g, 0, other, {"y": before})
+        lines = compare.relation(case, "y", e, g, 0, other, {"y": before})
         if len(lines) != len(want) or any(not ln.startswith(w) for ln, w in zip(lines, want)):
             problems.append(f"{what}: {lines}")
     s.record("wrong values: a constant ratio (named when it is a case's number or its inverse), "

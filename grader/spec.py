@@ -113,7 +113,7 @@ class Test:
     files: Optional[Callable] = None  # (case, inputs, outs, scratch dir) -> [(rank, msg)]
     refusal: Optional[Callable] = None  # (case, inputs, error text | None, scratch dir) -> msg
     # Symbols the exercise's object must not use, beyond every exercise's list
-    # (harness.FORBIDDEN_SYMBOLS): [(regex, message with {} for the symbol)], or
+    # (builds.FORBIDDEN_SYMBOLS): [(regex, message with {} for the symbol)], or
     # functions (object path, source path) -> [message] checking the object otherwise.
     forbidden: Sequence = ()
     # Where a flat index of an output lies, for WRONG reports of sharded buffers:

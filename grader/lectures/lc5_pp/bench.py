@@ -33,7 +33,7 @@ import textwrap
 
 import numpy as np
 
-import harness
+import compare
 import records
 import launch
 import spec
@@ -226,7 +226,7 @@ def check_values(case, inputs, cdir):
             tol = pp.pipeline_tolerance(case, inputs, key, r)
             if isinstance(tol, spec.OfScale):
                 tol = tol.bound([e[key] for e in expected if key in e])
-            msg = harness.compare(key, exp, got, tol, r)
+            msg = compare.compare(key, exp, got, tol, r)
             if msg:
                 return msg
     return ""

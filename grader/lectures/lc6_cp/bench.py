@@ -44,7 +44,7 @@ import textwrap
 
 import numpy as np
 
-import harness
+import compare
 import records
 import launch
 import nn
@@ -226,7 +226,7 @@ def check_values(ref, op, layout, n, cdir, heads=False):
         for r in range(n):
             path = os.path.join(cdir, f"g0.r{r}.{key}.npy")
             got = np.load(path) if os.path.exists(path) else None
-            msg = harness.compare(key, want[r][key], got, bound, r)
+            msg = compare.compare(key, want[r][key], got, bound, r)
             if msg:
                 return msg, None
             err = float(np.abs(got.astype(np.float64) - want[r][key]).max()) if got.size else 0

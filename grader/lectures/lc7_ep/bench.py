@@ -43,7 +43,7 @@ import textwrap
 
 import numpy as np
 
-import harness
+import compare
 import records
 import launch
 import spec
@@ -122,7 +122,7 @@ def check_values(want, n, cdir):
     for r in range(n):
         path = os.path.join(cdir, f"g0.r{r}.y.npy")
         got = np.load(path) if os.path.exists(path) else None
-        msg = harness.compare("y", want[r]["y"], got, bound, r)
+        msg = compare.compare("y", want[r]["y"], got, bound, r)
         if msg:
             return msg, None
         err = float(np.abs(got.astype(np.float64) - want[r]["y"]).max()) if got.size else 0

@@ -1,0 +1,90 @@
+"""Building what a grade runs, and what a built exercise may not refer to: make's
+invocations, the compiler's errors cut to the first few, and the symbols of an
+exercise's object (nm) against the lists of calls an exercise must not make.
+"""
+
+import os
+import re
+import subprocess
+
+
+FORBIDDEN_SYMBOLS = [
+    (r"^PMPI_", "calls {} directly, which hides the call from the grader; use the MPI_ name"),
+    (r"^xti_", "calls libxt's internal {}"),
+    (r"^(dlsym|dlvsym|dlopen)$", "calls {}(): only MPI may move data between ranks here"),
+    (r"^(fork|vfork|system|popen|execv|execve|execvp|execl|execlp|posix_spawn|posix_spawnp)$",
+     "calls {}(): no other processes here"),
+    (r"^(socket|socketpair|shm_open|shmget|shmat|msgget|msgsnd|msgrcv|mq_open|mmap|mmap64|"
+     r"fopen|fopen64|freopen|open|open64|openat|openat64|creat|pipe|pipe2|syscall|"
+     r"process_vm_readv|process_vm_writev|ptrace)$",
+     "calls {}(): only MPI may move data between ranks here"),
+    (r"^MPI_T_", "calls the MPI tools interface ({})"),
+]
+
+
+def harness_only():
+    """[(regex, message)]: libxt's functions for the runner, benches and tests, which
+    common/xt_harness.h declares and an exercise's header does not (xt_rank() is the
+    world's rank, never the case communicator's)."""
+    try:
+        with open(os.path.join("common", "xt_harness.h")) as f:
+            names = sorted(set(re.findall(r"\b(xt_\w+)\s*\(", f.read())))
+    except OSError:
+        return []
+    if not names:
+        return []
+    return [(rf"^({'|'.join(names)})$", "calls libxt's harness function {}(), which runs the "
+                                        "grader's cases; an exercise has xt.h and xt_nn.h")]
+
+
+def forbidden_calls(obj, extra=(), source=None):
+    """RULE messages for symbols an exercise object must not use: every exercise's
+    FORBIDDEN_SYMBOLS, libxt's harness functions and `extra`, [(regex, message)] from
+    its tests. An entry of `extra` may instead be a function (obj, source) -> [message],
+    a check of the object and its source that symbols cannot express (an array on the
+    stack where memory is accounted)."""
+    patterns = [e for e in extra if not callable(e)]
+    try:
+        out = subprocess.run(["nm", "-u", obj], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return []
+    msgs = []
+    for line in out.stdout.splitlines():
+        sym = line.split()[-1] if line.split() else ""
+        sym = sym.split("@")[0]
+        for pat, msg in list(FORBIDDEN_SYMBOLS) + harness_only() + patterns:
+            if re.search(pat, sym):
+                msgs.append(msg.format(sym))
+    for check in extra:
+        if callable(check):
+            msgs.extend(check(obj, source))
+    return msgs
+
+
+def build(binaries, jobs=2, san=False, cov=False):
+    """Builds binaries with make (san: with AddressSanitizer, binaries under build/san/;
+    cov: for gcov, under build/cov/); returns {binary: compiler output} for failures."""
+    failed = {}
+    if not binaries:
+        return failed
+    make = (["make", "-s", "--no-print-directory"] + (["SAN=1"] if san else []) +
+            (["COV=1"] if cov else []))
+    cmd = make + ["-k", f"-j{jobs}"] + list(binaries)
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode == 0:
+        return failed
+    for b in binaries:
+        one = subprocess.run(make + [b], capture_output=True, text=True)
+        if one.returncode != 0:
+            failed[b] = (one.stdout + one.stderr).strip()
+    if not failed:  # e.g. libxt itself
+        for b in binaries:
+            failed[b] = (res.stdout + res.stderr).strip()
+    return failed
+
+
+def build_errors(text, limit=12):
+    """The compiler's messages from the first error on."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    first = next((i for i, ln in enumerate(lines) if re.search(r"\berror\b:|: error", ln)), 0)
+    return lines[first:first + limit]
