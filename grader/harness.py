@@ -17,6 +17,11 @@ stdout and stderr during a case, c<k>/g<g>.r<r>.out.txt).
 An exercise numbers its cases (numbered_cases): the same number in every launch
 (case <k> in cases.txt, directory c<k>/), in the report and in CASE=, which
 grades one case alone; make debug (grader/debug.py) runs one under a debugger.
+
+What it leans on, one job each: records.py reads what the ranks wrote; compare.py
+explains a wrong value; hangs.py explains ranks that stopped; sanitizer.py turns
+backtraces and AddressSanitizer's reports into the exercise's lines; builds.py
+builds and scans the programs.
 """
 
 import dataclasses
