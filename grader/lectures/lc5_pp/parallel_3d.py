@@ -37,6 +37,7 @@ communicator, the world, the mesh's own communicator or any other.
 import numpy as np
 
 import nn
+from records import StageCall
 from spec import Case, amount, disagreement, hinted, test
 from training import LOSS_TOLERANCE
 from lectures.lc4_tp.model import (GRAD_RTOL, NAMES, PARAM_TOLERANCE, hyperparameters,
@@ -271,7 +272,6 @@ def wanted(case, r):
 
 def timelines(case, records, r):
     """What rank r's pp group ran in the first step, and 1F1B's, replayed in unit time."""
-    import records
     dp, pp, tp = mesh(case)
     c = coords(case, r)
     ranks = [rank_of(case, c[0], p, c[2]) for p in range(pp)]
@@ -280,7 +280,7 @@ def timelines(case, records, r):
     want = {}
     for q in ranks:
         first, count = stage_blocks(case, coords(case, q)[1])
-        want[q] = [records.StageCall(op.op, op.mb, op.chunk, 0.0, 0.0, first, count)
+        want[q] = [StageCall(op.op, op.mb, op.chunk, 0.0, 0.0, first, count)
                    for op in schedule.one_f_one_b(pp, case["M"], coords(case, q)[1])]
     lines = []
     rp = schedule.replay(got, case["layers"])

@@ -18,6 +18,7 @@ whole term. Measured (grade.py --margins): see each module.
 import numpy as np
 
 import nn
+from records import StageCall
 from spec import OfScale, amount, point_to_point_only
 from lectures.lc5_pp import schedule
 
@@ -215,9 +216,8 @@ def pictures(case, records, definition, name):
 
 
 def _call(case, rank, op):
-    import records
     first, count = layers_of(case, rank)[op.chunk]
-    return records.StageCall(op.op, op.mb, op.chunk, 0.0, 0.0, first, count)
+    return StageCall(op.op, op.mb, op.chunk, 0.0, 0.0, first, count)
 
 
 def runnable(case, inputs, records):

@@ -24,6 +24,9 @@ import dataclasses
 import html
 import textwrap
 
+from records import StageCall, read_record
+
+
 UNITS = {"F": 1, "B": 2, "I": 1, "W": 1, "N": 1}
 
 
@@ -362,10 +365,9 @@ def read_logs(directory):
     import glob
     import os
     import re
-    import records
     logs = {}
     for path in glob.glob(os.path.join(directory, "stages.r*.txt")):
-        rec = records.read_record(path)
+        rec = read_record(path)
         if rec is not None:
             logs[int(re.search(r"stages\.r(\d+)\.txt$", path).group(1))] = rec.stages
     return logs
@@ -539,10 +541,8 @@ def dualpipe_in_flight(p):
 def dualpipe_calls(p, m, layers, ops=None):
     """{rank: [StageCall]} of DualPipe's definition (or ops(p, m, r)) on a model whose
     stages are layers[s] = (first, count)."""
-    import records
     ops = ops or dualpipe
-    return {r: [records.StageCall(o.op, o.mb, o.chunk, 0.0, 0.0,
-                                  *layers[dualpipe_stage(p, o.chunk, r)])
+    return {r: [StageCall(o.op, o.mb, o.chunk, 0.0, 0.0, *layers[dualpipe_stage(p, o.chunk, r)])
                 for o in ops(p, m, r)] for r in range(p)}
 
 
