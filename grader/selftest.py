@@ -994,13 +994,21 @@ def test_relations(s):
            "-before": (e - before[0], ["got = expected - the value 'y' held before"]),
            "rank 1's": (-e + 1, ["got = rank 1's expected 'y'"]),
            "noise": (e + np.array([0.1, -0.3, 0.2, 0.0]), [])}
+    # float32 rounding on an element far smaller than the largest hides no ratio
+    tiny = np.array([1.0, -2.0, 3e-5, 4.0])
+    rounded = (tiny / 2 + np.array([0.0, 0.0, 2e-7, 0.0]), ["got = 0.5 x expected"])
     problems = []
     for what, (g, want) in got.items():
         lines = compare.relation(case, "y", e, g, 0, other, {"y": before})
         if len(lines) != len(want) or any(not ln.startswith(w) for ln, w in zip(lines, want)):
             problems.append(f"{what}: {lines}")
+    for what, (g, want) in {"1/2, rounded": rounded}.items():
+        lines = compare.relation(case, "y", tiny, g, 0, [{"y": tiny}], {})
+        if len(lines) != len(want) or any(not ln.startswith(w) for ln, w in zip(lines, want)):
+            problems.append(f"{what}: {lines}")
     s.record("wrong values: a constant ratio (named when it is a case's number or its inverse), "
-             "the value before the call added or lost, another rank's value; nothing for noise",
+             "the value before the call added or lost, another rank's value; nothing for noise; a "
+             "ratio seen through float32 rounding of a small element",
              not problems, problems)
 
 
