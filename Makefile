@@ -50,6 +50,8 @@ LDLIBS  := -lopenblas -lpthread -lm
 LIBXT     := $(BUILD)/common/libxt.a
 LIBXT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard common/*.c))
 TESTS     := $(patsubst %.c,$(BUILD)/%,$(wildcard common/tests/*.c))
+# A kit's own tests (grader/lectures/<lecture>/kit/tests/*.c), linked with its kit.
+KIT_TESTS := $(patsubst %.c,$(BUILD)/%,$(wildcard grader/lectures/*/kit/tests/*.c))
 # The lectures, found by looking: every package grader/lectures/lc<N>_<name>/.
 LECTURES  := $(sort $(patsubst grader/lectures/%/__init__.py,%,$(wildcard grader/lectures/lc*/__init__.py)))
 PROGRAMS  := $(patsubst %.c,$(BUILD)/%,$(foreach l,$(LECTURES),$(wildcard $(l)/*.c solutions/$(l)/*.c)))
@@ -69,7 +71,7 @@ COMPDB       := $(if $(filter build,$(BUILD)),$(COMPDB_STAMP))
 
 # ---------------------------------------------------------------- C programs
 
-all: $(LIBXT) $(TESTS) $(PROGRAMS) $(BENCHES) $(COMPDB) $(if $(filter 1,$(CUDA)),cuda)
+all: $(LIBXT) $(TESTS) $(KIT_TESTS) $(PROGRAMS) $(BENCHES) $(COMPDB) $(if $(filter 1,$(CUDA)),cuda)
 
 # A plain `make` (or make emu, make cuda) builds without installing anything first:
 # where mpicc is missing, say what installs it rather than fail at the first compile.
@@ -86,18 +88,21 @@ $(LIBXT): $(LIBXT_OBJ)
 	ar rcs $@ $^
 
 # Any C file in the tree (exercise, solution, test, mutant under build/) builds
-# to build/<path>.o, and links with libxt to build/<path>. A lecture may have
-# code of its own that all its programs share, grader/lectures/<lecture>/
-# lecture.c and lecture.h: a program's lecture is the name of its directory
-# (lcN_x/, solutions/lcN_x/, a mutant's .../lcN_x/), whose package directory
-# is on its include path and whose lecture.o, if any, it links.
-lecture_of  = $(notdir $(patsubst %/,%,$(dir $(1))))
-lecture_obj = $(patsubst %.c,$(BUILD)/%.o,$(wildcard grader/lectures/$(call lecture_of,$(1))/lecture.c))
+# to build/<path>.o, and links with libxt to build/<path>. A lecture may have a
+# kit, the code that only its programs share (docs/instructors.md, "A lecture's
+# kit"): its sources grader/lectures/<lecture>/kit/*.c and their header
+# solutions/<lecture>/kit.h, which the stub generator copies beside the
+# student's files. A program's lecture is the name of its directory (lcN_x/,
+# solutions/lcN_x/, a mutant's .../lcN_x/, the kit's own lcN_x/kit/): the
+# kit's header directory is on its include path, and it links the kit's objects.
+lecture_of  = $(notdir $(patsubst %/,%,$(patsubst %/kit/,%/,$(patsubst %/kit/tests/,%/,$(dir $(1))))))
+kit_objs    = $(patsubst %.c,$(BUILD)/%.o,$(wildcard grader/lectures/$(1)/kit/*.c))
+kit_include = $(addprefix -I,$(patsubst %/,%,$(dir $(wildcard solutions/$(1)/kit.h))))
+lecture_obj = $(call kit_objs,$(call lecture_of,$(1)))
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(XT_CFLAGS) $(addprefix -I,$(wildcard grader/lectures/$(call lecture_of,$<))) \
-	  -c $< -o $@
+	$(MPICC) $(CFLAGS) $(XT_CFLAGS) $(call kit_include,$(call lecture_of,$<)) -c $< -o $@
 
 .SECONDEXPANSION:
 $(BUILD)/%: $(BUILD)/%.o $$(call lecture_obj,$$*) $(LIBXT) | $(COMPDB)
@@ -110,7 +115,8 @@ $(BUILD)/%: $(BUILD)/%.o $$(call lecture_obj,$$*) $(LIBXT) | $(COMPDB)
 # database is missing. Only the main build writes it (make test's clang build and
 # SAN=1's leave it alone). Not for git.
 COMPDB_SOURCES := $(wildcard common/*.c common/tests/*.c) \
-                  $(foreach l,$(LECTURES),$(wildcard $(l)/*.c solutions/$(l)/*.c grader/lectures/$(l)/*.c))
+                  $(foreach l,$(LECTURES),$(wildcard $(l)/*.c solutions/$(l)/*.c grader/lectures/$(l)/*.c \
+                    grader/lectures/$(l)/kit/*.c grader/lectures/$(l)/kit/tests/*.c))
 $(COMPDB_STAMP): grader/compdb.py Makefile grader/lectures/ $(sort $(dir $(COMPDB_SOURCES))) \
                  $(if $(wildcard compile_commands.json),,compdb-missing)
 	@mkdir -p $(@D)
@@ -175,11 +181,11 @@ $(EMU)/common/cuda_emu.o: common/cuda_emu.cpp
 	$(EMU_CXX) $(CFLAGS) $(EMU_FLAGS) -c $< -o $@
 
 $(EMU)/%.o: $(EMU)/%.emu.cpp
-	$(EMU_CXX) $(CFLAGS) $(EMU_FLAGS) \
-	  $(addprefix -I,$(wildcard grader/lectures/$(call lecture_of,$*))) -c $< -o $@
+	$(EMU_CXX) $(CFLAGS) $(EMU_FLAGS) $(call kit_include,$(call lecture_of,$*)) -c $< -o $@
 
-$(EMU)/%: $(EMU)/%.o $(EMU_LIB) $(LIBXT)
-	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $< $(EMU_LIB) $(LIBXT) -lstdc++ $(LDLIBS) -o $@
+$(EMU)/%: $(EMU)/%.o $$(call kit_objs,$$(call lecture_of,$$*)) $(EMU_LIB) $(LIBXT)
+	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter-out $(EMU_LIB),$(filter %.o,$^)) $(EMU_LIB) $(LIBXT) -lstdc++ \
+	  $(LDLIBS) -o $@
 
 # ---------------------------------------------------------------- benchmarks
 
@@ -230,7 +236,8 @@ $(BUILD)/bench/%.o: $(BUILD)/%.o
 # The bench of any tree of exercise files: build/bench/<tree>/bench, the tree
 # being solutions/lcN_x, lcN_x, a mutant's copy...; its last directory
 # picks the driver.
-$(BUILD)/bench/%/bench: $(BUILD)/grader/lectures/$$(notdir $$*)/bench.o $$(call bench_objects,$$*) $(LIBXT)
+$(BUILD)/bench/%/bench: $(BUILD)/grader/lectures/$$(notdir $$*)/bench.o $$(call bench_objects,$$*) \
+                        $$(call kit_objs,$$(notdir $$*)) $(LIBXT)
 	@mkdir -p $(@D)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
@@ -307,8 +314,9 @@ stubs:
 
 format:
 	clang-format -i common/*.[ch] common/*.cu common/*.cpp common/tests/*.c common/tests/*.cu \
-		common/tests/emu/*.cu grader/lectures/*/*.[ch] lc*/*.c lc*/*.cu solutions/lc*/*.c \
-		solutions/lc*/*.cu
+		common/tests/emu/*.cu common/tests/*.h grader/lectures/*/*.[ch] \
+		$(wildcard grader/lectures/*/kit/*.[ch] grader/lectures/*/kit/tests/*.c) \
+		lc*/*.c lc*/*.cu solutions/lc*/*.c solutions/lc*/*.cu $(wildcard solutions/lc*/*.h)
 
 clean:
 	rm -rf $(BUILD)

@@ -43,7 +43,12 @@ static struct {
 } named[MAX_NAMED];
 static int n_named;
 
-void xti_comm_set_group(MPI_Comm comm, const char *name)
+const char *xt_comm_logged_as(MPI_Comm comm)
+{
+    return xti_comm_kind_name(xti_comm_kind(comm));
+}
+
+void xt_comm_name_group(MPI_Comm comm, const char *name)
 {
     for (int i = 0; i < n_named; i++)
         if (named[i].comm == comm) {

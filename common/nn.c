@@ -69,8 +69,8 @@ void xt_permutation(uint64_t seed, long n, long *out)
 
 /* ---------------------------------------------------------------------- GEMM */
 
-void xti_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                 int lda, const float *b, int ldb, float beta, float *c, int ldc)
+void xt_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc)
 {
     /*
      * Ranks share the cores: OpenBLAS's own threads would multiply that.
@@ -97,8 +97,8 @@ void xti_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, con
 void xt_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
              const float *b, float beta, float *c)
 {
-    xti_gemm_ld(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c,
-                n);
+    xt_gemm_ld(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c,
+               n);
 }
 
 /* -------------------------------------------------------------------- layers */

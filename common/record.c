@@ -10,51 +10,45 @@
  *                                       any (here: the hook after layer 2's backward)
  *     N RACE ...                        notes (notes.c)
  *     M params 4096 4096                memory per kind (mem.c)
- *     S F 3 0 0.001250 0.001302 2 2 5 96  a pipeline stage's call (stage.c): F forward, B
- *                                       backward, I its input part, W its weight part, N
- *                                       a forward that keeps nothing; the micro-batch, the
- *                                       model chunk, when it started and ended (seconds
- *                                       since the case began), the stage's first layer
- *                                       and number of layers, how many E lines came
- *                                       before it (which messages it came after), and the
- *                                       XT_MEM_ACTIVATIONS bytes in use when it began
- *     A F 64 64 C 2080 0.0012 0.0013 4 1 65536  an attention block (attn_block.c):
- *                                       F forward or B backward, nq, nk, the mask
- *                                       (N none, C causal, S shifted), the (query,
- *                                       key) pairs computed, start, end, the E lines
- *                                       before it, and the receives pending while it
- *                                       ran with the bytes they expect; T for a
- *                                       tile of scores (attn_tile.c)
- *     X F 3 17 0.0012 0.0015 6 2 4096   an expert's call (moe.c): F forward or B
- *                                       backward, the expert, the tokens it
- *                                       computed, start, end, the E lines before
- *                                       it, and the exchanges (receives and
- *                                       nonblocking collectives) pending while
- *                                       it ran with their bytes
+ *     S F 3 0 0.0012 0.0013 ...         a line a lecture's kit logged (xt_event): its
+ *                                       kind ("S", a pipeline stage's call), then
+ *                                       what the kit wrote; the lecture's grader
+ *                                       package reads its own kinds
  *     W experts 2 0 17                  rows multiplied through a watched weight (work.c):
  *                                       the array, its block and part, the rows
- *     SD 12                             compute calls not logged (past the log's cap)
+ *     SD 12                             events not logged (past the log's cap)
  *     END
  *
  * xti_record_begin clears what a case collects; xti_record_write writes it.
  */
 #include "xt_internal.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 /*
- * The compute calls of the case, in call order: each kept as its record line,
- * formatted when logged (a few hundred per case at most, so the formatting
- * costs nothing next to the compute it describes).
+ * The events the case's kit logged, in call order: each kept as its record
+ * line, formatted when logged (a few hundred per case at most, so the
+ * formatting costs nothing next to the compute it describes).
  */
-enum { MAX_CALLS = 1 << 16, CALL_LINE = 112 };
+enum { MAX_CALLS = 1 << 16, CALL_LINE = 112, MAX_KINDS = 8, MAX_HOOKS = 8 };
 typedef struct {
     char line[CALL_LINE];
 } call_line;
 static call_line *calls;
-static long n_calls, cap_calls, dropped_calls, n_stage_calls, n_attn_calls, n_expert_calls;
-static long pairs_done[2]; /* attention pairs, forward and backward */
-static double case_began;  /* xti_now() when the case began; 0 before the first */
+static long n_calls, cap_calls, dropped_calls;
+static double case_began; /* xti_now() when the case began; 0 before the first */
+
+/* The event kinds kits declared (xt_event_kind), and how many lines of each this case holds. */
+static struct {
+    char kind[4];
+    const char *describe;
+    long lines;
+} kinds[MAX_KINDS];
+static int n_kinds;
+static void (*case_hooks[MAX_HOOKS])(void);
+static int n_case_hooks;
 
 void xti_record_begin(void)
 {
@@ -62,83 +56,104 @@ void xti_record_begin(void)
     xt_mem_reset_peak();
     xti_notes_clear();
     xti_work_begin();
-    pairs_done[0] = pairs_done[1] = 0;
-    n_calls = dropped_calls = n_stage_calls = n_attn_calls = n_expert_calls = 0;
+    n_calls = dropped_calls = 0;
+    for (int i = 0; i < n_kinds; i++)
+        kinds[i].lines = 0;
     case_began = xti_now();
+    for (int i = 0; i < n_case_hooks; i++)
+        case_hooks[i]();
 }
 
-static char *call_slot(void)
+void xt_on_case_begin(void (*hook)(void))
 {
+    for (int i = 0; i < n_case_hooks; i++)
+        if (case_hooks[i] == hook)
+            return;
+    XT_CHECK(n_case_hooks < MAX_HOOKS, "xt_on_case_begin: more than %d hooks", MAX_HOOKS);
+    case_hooks[n_case_hooks++] = hook;
+}
+
+double xt_case_clock(void)
+{
+    return xti_now() - case_began;
+}
+
+int xt_case_running(void)
+{
+    return xti.case_index >= 0;
+}
+
+long xt_events_logged(void)
+{
+    return xti_events_logged();
+}
+
+static int kind_index(const char *kind)
+{
+    for (int i = 0; i < n_kinds; i++)
+        if (!strcmp(kinds[i].kind, kind))
+            return i;
+    return -1;
+}
+
+static int kind_valid(const char *kind)
+{
+    size_t n = strlen(kind);
+    if (n < 1 || n >= sizeof kinds[0].kind)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (kind[i] < 'A' || kind[i] > 'Z')
+            return 0;
+    /* The record's own line kinds (docs/grader.md) stay libxt's. */
+    static const char *const taken[] = {"T", "C", "E", "N", "M", "W", "SD", "END"};
+    for (size_t i = 0; i < sizeof taken / sizeof *taken; i++)
+        if (!strcmp(kind, taken[i]))
+            return 0;
+    return 1;
+}
+
+void xt_event_kind(const char *kind, const char *describe)
+{
+    XT_CHECK(kind && kind_valid(kind),
+             "xt_event_kind(\"%s\"): a kind is 1 to 3 capital letters, none of the record's own "
+             "(T C E N M W SD END)",
+             kind ? kind : "(null)");
+    int i = kind_index(kind);
+    if (i < 0) {
+        XT_CHECK(n_kinds < MAX_KINDS, "xt_event_kind: more than %d event kinds", MAX_KINDS);
+        i = n_kinds++;
+        snprintf(kinds[i].kind, sizeof kinds[i].kind, "%s", kind);
+    }
+    kinds[i].describe = describe;
+}
+
+void xt_event(const char *kind, const char *fmt, ...)
+{
+    int i = kind_index(kind);
+    XT_CHECK(i >= 0, "xt_event(\"%s\", ...): declare the kind first with xt_event_kind", kind);
     if (n_calls == cap_calls) {
         if (cap_calls >= MAX_CALLS) {
             dropped_calls++;
-            return NULL;
+            return;
         }
         cap_calls = cap_calls ? 2 * cap_calls : 256;
         calls = realloc(calls, (size_t)cap_calls * sizeof *calls);
-        XT_CHECK(calls, "out of memory for the log of compute calls");
+        XT_CHECK(calls, "out of memory for the case's event log");
     }
-    return calls[n_calls++].line;
-}
-
-xti_stage_began xti_stage_begin(void)
-{
-    return (xti_stage_began){xti_now(), xti_events_logged(),
-                             (long)xt_mem_current(XT_MEM_ACTIVATIONS)};
-}
-
-void xti_record_stage(char op, int mb, int chunk, int first, int count, xti_stage_began began)
-{
-    double end = xti_now();
-    char *line = call_slot();
-    if (!line)
-        return;
-    n_stage_calls++;
-    snprintf(line, CALL_LINE, "S %c %d %d %.6f %.6f %d %d %ld %ld", op, mb, chunk,
-             began.start - case_began, end - case_began, first, count, began.events,
-             began.activations);
-}
-
-void xti_record_attn(char op, int nq, int nk, char mask, long pairs, double start, double end,
-                     long events_before, int recv_pending, long recv_bytes)
-{
-    if (op == 'F' || op == 'B')
-        pairs_done[op == 'B'] += pairs;
-    char *line = call_slot();
-    if (!line)
-        return;
-    n_attn_calls++;
-    snprintf(line, CALL_LINE, "A %c %d %d %c %ld %.6f %.6f %ld %d %ld", op, nq, nk, mask, pairs,
-             start - case_began, end - case_began, events_before, recv_pending, recv_bytes);
-}
-
-void xti_record_expert(char op, int expert, int tokens, double start, double end,
-                       long events_before, int pending, long pending_bytes)
-{
-    char *line = call_slot();
-    if (!line)
-        return;
-    n_expert_calls++;
-    snprintf(line, CALL_LINE, "X %c %d %d %.6f %.6f %ld %d %ld", op, expert, tokens,
-             start - case_began, end - case_began, events_before, pending, pending_bytes);
-}
-
-long xti_record_pairs(char op)
-{
-    return pairs_done[op == 'B'];
+    kinds[i].lines++;
+    char *line = calls[n_calls++].line;
+    int n = snprintf(line, CALL_LINE, "%s ", kind);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, (size_t)(CALL_LINE - n), fmt, ap);
+    va_end(ap);
 }
 
 static void calls_write(FILE *f)
 {
-    if (n_stage_calls)
-        fprintf(f, "# stage call: F|B|I|W|N micro-batch chunk start end (seconds since the "
-                   "case began) first-layer layers events-before activations-bytes-then\n");
-    if (n_attn_calls)
-        fprintf(f, "# attention block: F|B|T nq nk mask(N|C|S) pairs start end events-before "
-                   "receives-pending their-bytes\n");
-    if (n_expert_calls)
-        fprintf(f, "# expert call: F|B expert tokens start end events-before exchanges-pending "
-                   "their-bytes\n");
+    for (int i = 0; i < n_kinds; i++)
+        if (kinds[i].lines && kinds[i].describe)
+            fprintf(f, "# %s\n", kinds[i].describe);
     for (long i = 0; i < n_calls; i++)
         fprintf(f, "%s\n", calls[i].line);
     if (dropped_calls)
@@ -146,9 +161,9 @@ static void calls_write(FILE *f)
 }
 
 /*
- * A demo's compute calls, for its timeline: with XT_STAGE_LOG=DIR in the
- * environment, each rank that made any writes DIR/stages.r<rank>.txt (the
- * case record's S and A lines) when the program ends.
+ * A demo's events, for its timeline: with XT_STAGE_LOG=DIR in the
+ * environment, each rank that logged any writes DIR/stages.r<rank>.txt (the
+ * lines a case record would hold) when the program ends.
  */
 void xti_stage_log_write(void)
 {
@@ -177,31 +192,4 @@ void xti_record_write(const char *path, double seconds)
     calls_write(f);
     fprintf(f, "END\n");
     XT_CHECK(fclose(f) == 0, "cannot write %s", path);
-}
-
-/*
- * The expert calls this rank logged (its X lines), for a demo that shows in
- * which order a program computed and waited (xt_nn.h): the from-th X line of
- * the log and those after it, at most max, into out; returns how many X lines
- * the log holds in all. A case starts a fresh log; a demo's goes on.
- */
-long xt_expert_log(xt_expert_call *out, long from, long max)
-{
-    long seen = 0, copied = 0;
-    for (long i = 0; i < n_calls; i++) {
-        if (calls[i].line[0] != 'X')
-            continue;
-        if (seen++ < from || copied >= max || !out)
-            continue;
-        xt_expert_call *c = &out[copied];
-        char op = 0;
-        double start = 0.0, end = 0.0;
-        if (sscanf(calls[i].line, "X %c %d %d %lf %lf %ld %d %ld", &op, &c->expert, &c->tokens,
-                   &start, &end, &c->events_before, &c->pending, &c->pending_bytes) == 8) {
-            c->op = op;
-            c->seconds = end - start;
-            copied++;
-        }
-    }
-    return seen;
 }

@@ -663,7 +663,7 @@ void xti_request_freed(MPI_Request h)
     req_remove(r);
 }
 
-int xti_receives_pending(long *bytes)
+int xt_receives_pending(long *bytes)
 {
     int n = 0;
     *bytes = 0;
@@ -696,9 +696,9 @@ size_t xti_receives_waiting(char *out, size_t len, size_t cap)
     return len;
 }
 
-int xti_exchanges_pending(long *bytes)
+int xt_exchanges_pending(long *bytes)
 {
-    int n = xti_receives_pending(bytes);
+    int n = xt_receives_pending(bytes);
     for (size_t i = 0; i < cap_reqs; i++)
         if (reqs[i].used && reqs[i].active && reqs[i].dir == 'C') {
             n++;

@@ -169,7 +169,7 @@ static void probabilities(float *s, float *lse_out, const float *lse, const floa
                           const float *kh, int ldq, int ldk, int t0, int nq, int hd, float scale)
 {
     int nk = t0 + nq;
-    xti_gemm_ld(0, 1, nq, nk, hd, scale, qh + (long)t0 * ldq, ldq, kh, ldk, 0.0f, s, nk);
+    xt_gemm_ld(0, 1, nq, nk, hd, scale, qh + (long)t0 * ldq, ldq, kh, ldk, 0.0f, s, nk);
     for (int i = 0; i < nq; i++) {
         float *si = s + (long)i * nk;
         int seen = t0 + i + 1; /* keys 0 .. t0 + i */
@@ -207,7 +207,7 @@ void xt_attention_forward(float *out, float *lse, const float *q, const float *k
             for (int t0 = 0; t0 < T; t0 += QBLOCK) {
                 int nq = T - t0 < QBLOCK ? T - t0 : QBLOCK, nk = t0 + nq;
                 probabilities(s, lh, lh, qh, kh, ldq, ldk, t0, nq, hd, scale);
-                xti_gemm_ld(0, 0, nq, hd, nk, 1.0f, s, nk, vh, ldk, 0.0f, oh + (long)t0 * ldq, ldq);
+                xt_gemm_ld(0, 0, nq, hd, nk, 1.0f, s, nk, vh, ldk, 0.0f, oh + (long)t0 * ldq, ldq);
             }
         }
     xt_free(s);
@@ -246,11 +246,11 @@ void xt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                 const float *dob = doh + (long)t0 * ldq;
                 probabilities(p, NULL, lh, qh, kh, ldq, ldk, t0, nq, hd, scale);
                 if (dv)
-                    xti_gemm_ld(1, 0, nk, hd, nq, 1.0f, p, nk, dob, ldq, 1.0f,
-                                dv + row0 * ldk + kvcol, ldk);
+                    xt_gemm_ld(1, 0, nk, hd, nq, 1.0f, p, nk, dob, ldq, 1.0f,
+                               dv + row0 * ldk + kvcol, ldk);
                 if (!dq && !dk)
                     continue;
-                xti_gemm_ld(0, 1, nq, nk, hd, 1.0f, dob, ldq, vh, ldk, 0.0f, dp, nk);
+                xt_gemm_ld(0, 1, nq, nk, hd, 1.0f, dob, ldq, vh, ldk, 0.0f, dp, nk);
                 for (int i = 0; i < nq; i++) {
                     double D = 0.0;
                     for (int c = 0; c < hd; c++)
@@ -262,11 +262,11 @@ void xt_attention_backward(float *dq, float *dk, float *dv, const float *dout, c
                         dp[(long)i * nk + u] =
                             p[(long)i * nk + u] * (dp[(long)i * nk + u] - dsum[i]);
                 if (dq)
-                    xti_gemm_ld(0, 0, nq, hd, nk, scale, dp, nk, kh, ldk, 0.0f,
-                                dq + (row0 + t0) * ldq + j * hd, ldq);
+                    xt_gemm_ld(0, 0, nq, hd, nk, scale, dp, nk, kh, ldk, 0.0f,
+                               dq + (row0 + t0) * ldq + j * hd, ldq);
                 if (dk)
-                    xti_gemm_ld(1, 0, nk, hd, nq, scale, dp, nk, qh + (long)t0 * ldq, ldq, 1.0f,
-                                dk + row0 * ldk + kvcol, ldk);
+                    xt_gemm_ld(1, 0, nk, hd, nq, scale, dp, nk, qh + (long)t0 * ldq, ldq, 1.0f,
+                               dk + row0 * ldk + kvcol, ldk);
             }
         }
     xt_free(p);

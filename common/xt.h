@@ -217,47 +217,6 @@ typedef struct {
 void xt_trace_begin(const char *name); /* a named range on this rank's timeline */
 void xt_trace_end(void);               /* ends the innermost open range */
 
-/* -------------------------------------------------------------- process mesh */
-
-/*
- * The ranks of a communicator laid out on a grid of up to four named
- * dimensions (data, pipeline, tensor parallelism, ...), with one communicator
- * per dimension: this rank's group along it, the ranks that differ from this
- * one only in that coordinate, in coordinate order.
- */
-#define XT_MESH_MAX_DIMS 4
-typedef struct {
-    int ndims;
-    char names[XT_MESH_MAX_DIMS][8]; /* "dp", "pp", "tp", ... in the description's order */
-    int sizes[XT_MESH_MAX_DIMS];
-    int coords[XT_MESH_MAX_DIMS]; /* this rank's coordinate along each */
-    /* Along each dimension, the ranks that differ from this one only in that coordinate. */
-    MPI_Comm group[XT_MESH_MAX_DIMS];
-    MPI_Comm comm; /* the mesh's own communicator (a dup of the parent) */
-} xt_mesh;
-/*
- * "dp=2,pp=2,tp=2" (or "2x2x2" with the default names dp, pp, tp; a dimension
- * of size 1 is allowed): the product must equal comm's size. The LAST
- * dimension varies fastest (rank = ((c0 * s1) + c1) * s2 + c2), so tensor
- * parallelism, listed last, groups neighbouring ranks as Megatron and
- * picotron do. Collective over comm; dies with a clear message on a bad
- * description or a product that is not the size. Each group's communicator
- * is named after its dimension (MPI_Comm_get_name), the mesh's own "mesh"
- * (no dimension may be called that), and a case record logs a message on one
- * as "other@<name>" (docs/grader.md).
- */
-void xt_mesh_init(xt_mesh *m, const char *description, MPI_Comm comm);
-MPI_Comm xt_mesh_group(const xt_mesh *m, const char *name); /* dies on an unknown name */
-int xt_mesh_coord(const xt_mesh *m, const char *name);      /* likewise */
-int xt_mesh_size(const xt_mesh *m, const char *name);       /* likewise */
-int xt_mesh_rank_of(const xt_mesh *m, const int *coords);   /* the mesh rank at those coordinates */
-void xt_mesh_free(xt_mesh *m); /* collective: frees every communicator of the mesh */
-/*
- * Collective: the mesh's rank 0 prints every rank's coordinates and each
- * dimension's groups (mesh ranks), for a demo; inside a graded case, nothing.
- */
-void xt_mesh_print(const xt_mesh *m);
-
 /* ------------------------------------------------------------------- case mode */
 
 MPI_Comm xt_case_comm(const xt_case *c); /* the communicator this case runs on */

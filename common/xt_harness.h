@@ -136,6 +136,36 @@ void xt_watchdog_describe_with(size_t (*fn)(char *out, size_t cap));
  */
 void xt_crash_explain_faults(size_t (*fn)(const void *addr, char *out, size_t cap));
 
+/* ------------------------------------------------------------ lecture kits */
+
+/*
+ * What a lecture's kit (grader/lectures/<lecture>/kit/, linked only into that
+ * lecture's programs) uses to show its grader what happened. A kit declares
+ * each kind of event it logs once, with a line describing its fields (the
+ * case record prints it as a comment above the first such line), then logs
+ * events: xt_event("S", "%c %d", op, mb) appends "S F 3" to the case record
+ * (docs/grader.md) and to a demo's XT_STAGE_LOG file. A kind is 1 to 3
+ * capital letters, none of the record's own (T C E N M W SD END); the
+ * lecture's grader package parses its kinds (records.event_kind).
+ */
+void xt_event_kind(const char *kind, const char *describe);
+void xt_event(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+double xt_case_clock(void);  /* seconds since the case (or the demo) began */
+int xt_case_running(void);   /* 1 while a graded case runs (a demo's printing stays quiet) */
+long xt_events_logged(void); /* E lines (messages) of the case so far, dropped ones included */
+void xt_on_case_begin(void (*hook)(void)); /* hook runs as each case begins (once per hook) */
+/* The receives started and not yet complete (MPI_PROC_NULL's aside), and their bytes. */
+int xt_receives_pending(long *bytes);
+/* The same, and the nonblocking collectives started and not complete, with the bytes they
+ * counted at their start. */
+int xt_exchanges_pending(long *bytes);
+/* Names comm as a group of the kit's making (a process mesh's "dp", "pp", "tp", "mesh"), so
+ * that the record says which group a message went on; NULL forgets comm (before freeing it). */
+void xt_comm_name_group(MPI_Comm comm, const char *name);
+/* What a case record logs a message on comm as: "case", "world", "self", "other" or, for a
+ * named group, "other@<name>". */
+const char *xt_comm_logged_as(MPI_Comm comm);
+
 /* ------------------------------------------------------------------- case mode */
 
 int xt_case_mode(void); /* started with --cases DIR */

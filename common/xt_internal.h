@@ -11,10 +11,10 @@
  *   0 core_state.c core_clock.c dtype.c
  *   1 core_err.c mpi_names.c
  *   2 core_opts.c print.c npy.c notes.c counters.c call.c
- *   3 mem.c trace.c watch.c requests.c crash.c debugger.c mesh.c work.c
+ *   3 mem.c trace.c watch.c requests.c crash.c debugger.c work.c
  *   4 pmpi.c record.c nn.c watchdog.c
- *   5 case.c transformer.c stage.c attn_block.c attn_tile.c
- *   6 case_run.c train.c tp_stage.c moe.c
+ *   5 case.c transformer.c
+ *   6 case_run.c train.c
  *   7 init.c
  *   8 cuda.cu
  */
@@ -24,14 +24,13 @@
  * MPI function table, counters, the call in progress, notes, requests,
  * memory, trace, the buffer watch, the watchdog, crash reports, the wait
  * for a debugger, the rows multiplied through watched weights (work.c), the PMPI
- * wrappers, the case record), the process mesh
- * (mesh.c) and the numeric layer (nn.c); then the case protocol (5-6: one
- * case, the case runner, the training harness) beside the transformer pieces
- * and the pipeline stages (stage.c, and tp_stage.c, the tensor-parallel decoder
- * stage built on the transformer pieces; the case record logs their calls); then
+ * wrappers, the case record with the events a lecture's kit logs) and the
+ * numeric layer (nn.c); then the case protocol (5-6: one case, the case
+ * runner, the training harness) beside the transformer pieces; then
  * init/main (7); the CUDA helpers sit above every C file. Code that only one
- * lecture's programs share is not here: it
- * is that lecture's lecture.c.
+ * lecture's programs share is not here: it is that lecture's kit
+ * (grader/lectures/<lecture>/kit/), which uses libxt through xt_harness.h
+ * and logs through xt_event.
  * Where a lower layer needs something a higher one knows, the higher one
  * installs a hook at start-up (npy.c's guard, installed by case.c).
  *
@@ -271,13 +270,10 @@ extern const char *const xti_fn_name[XTI_NFN]; /* "MPI_Send", ... */
 extern const int xti_fn_cat[XTI_NFN];          /* XTI_CAT_* */
 const char *xti_cat_name(int cat);             /* "p2p", "coll", ... */
 /* 'c' the running case's communicator, 'w' world, 's' self, 1.. a group named by
- * xti_comm_set_group, 'o' any other. */
+ * xt_comm_name_group (xt_harness.h), 'o' any other. */
 char xti_comm_kind(MPI_Comm comm);
 /* "case", "world", "self", "other", or for a named group "other@<name>" ("other@pp"). */
 const char *xti_comm_kind_name(char kind);
-/* Names comm as a group of libxt's making (a process mesh's "dp", "pp", "tp", "mesh"), so that
- * the record says which group a message went on; NULL forgets comm (before freeing it). */
-void xti_comm_set_group(MPI_Comm comm, const char *name);
 const char *xti_comm_group(char kind); /* "pp" for a named group's kind, else NULL */
 /* rank of comm as a rank of MPI_COMM_WORLD; -1 for a rank outside comm (MPI_ANY_SOURCE,
  * MPI_PROC_NULL, one past its size), MPI_COMM_NULL or an intercommunicator. */
@@ -408,16 +404,11 @@ const void *xti_request_complete(MPI_Request h, const MPI_Status *st, int *bytes
                                  const void *site);
 void xti_request_freed(MPI_Request h);
 void xti_request_show(const MPI_Request *hs, int n); /* what a wait waits for, to call.c */
-/* The receives started and not yet complete (MPI_PROC_NULL's aside), and their bytes. */
-int xti_receives_pending(long *bytes);
 /* The receives started and not yet complete, for a deadlock's report: "W case 0 2 64
  * MPI_Irecv;..." (the communicator's kind, the peer's world rank or "any", the tag or
  * "any", bytes, the call), after out's first len bytes, each entry led by ';' where len > 0.
  * Read from the watchdog's thread while the program is stuck. Returns the new length. */
 size_t xti_receives_waiting(char *out, size_t len, size_t cap);
-/* The same, and the nonblocking collectives started and not complete, with the bytes they
- * counted at their start. */
-int xti_exchanges_pending(long *bytes);
 /* Notes (RACE) a buffer that a pending request owns. */
 void xti_check_buffer_free(int fn, char dir, const void *buf, int count, MPI_Datatype dt);
 /* Reports requests the case started and never completed, as PENDING notes, and forgets them. */
@@ -440,9 +431,6 @@ void xti_crash_catch_asan(int (*describe)(const void *addr, char *out, size_t ca
 void xti_debug_wait(void);
 extern volatile sig_atomic_t xt_debug_wait;
 
-/* mesh.c */
-/* (nothing internal: xt_mesh_*) */
-
 /* work.c */
 void xti_work_begin(void); /* a case begins: the last case's watched weights dropped */
 /* A GEMM C (m x n) = op(A) op(B): the rows it pushed through A or B, if either is watched. */
@@ -456,38 +444,13 @@ void xti_work_write(FILE *f); /* the case record's W lines */
 
 /* record.c */
 void xti_record_begin(void); /* a case begins: counters, notes and memory peaks cleared */
-/* Writes counters, events, notes, memory and stage calls of the finished case. */
+/* Writes counters, events, notes, memory and the kit's events of the finished case. */
 void xti_record_write(const char *path, double seconds);
-/* What a pipeline stage's call records of the moment it began: when (xti_now()), the events
- * (E lines) logged before it, and the activations (XT_MEM_ACTIVATIONS bytes) in use. */
-typedef struct {
-    double start;
-    long events;
-    long activations;
-} xti_stage_began;
-xti_stage_began xti_stage_begin(void);
-/* A pipeline stage's call (op F, B, I, W or N) for the case's log: its micro-batch, chunk and
- * layers, and what it began with; it ends now. */
-void xti_record_stage(char op, int mb, int chunk, int first, int count, xti_stage_began began);
-/* An attention block's call (op F or B, attn_block.c; op T, a tile of scores, attn_tile.c): its
- * shape, mask and (query, key) pairs, start and end, the events before it, and the receives
- * pending while it ran. */
-void xti_record_attn(char op, int nq, int nk, char mask, long pairs, double start, double end,
-                     long events_before, int recv_pending, long recv_bytes);
-/* An expert's call (op F or B, moe.c): the expert, its tokens, start and end, the events
- * before it, and the exchanges pending while it ran (xti_exchanges_pending). */
-void xti_record_expert(char op, int expert, int tokens, double start, double end,
-                       long events_before, int pending, long pending_bytes);
-/* At finalize: a demo's compute calls, to XT_STAGE_LOG's directory if it is set. */
+/* At finalize: a demo's kit events, to XT_STAGE_LOG's directory if it is set. */
 void xti_stage_log_write(void);
-/* The (query, key) pairs the attention calls with op F or B computed since the case began. */
-long xti_record_pairs(char op);
 
 /* nn.c */
-/* xt_gemm with leading dimensions: row r of A starts at a + r lda (likewise B and C), so
- * that a block of columns (one attention head) is multiplied in place. */
-void xti_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* (nothing internal: xt_gemm, xt_gemm_ld and the layers) */
 
 /* ----------------------------------------------------------------- layer 5 */
 
@@ -515,9 +478,6 @@ void xti_case_check_buffers(xt_case *c);
  * ("past the end of 'recv' (4 x float32): element [5] (byte 4 after the end)"). */
 int xti_case_describe(const void *addr, char *out, size_t cap);
 
-/* stage.c */
-/* (nothing internal: xt_stage_*) */
-
 /* ----------------------------------------------------------------- layer 6 */
 
 /* case_run.c */
@@ -525,9 +485,6 @@ int xti_case_describe(const void *addr, char *out, size_t cap);
 
 /* train.c */
 /* (nothing internal) */
-
-/* tp_stage.c */
-/* (nothing internal: xt_tp_stage_*) */
 
 /* ----------------------------------------------------------------- layer 7 */
 

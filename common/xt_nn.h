@@ -14,11 +14,6 @@
  *   - the transformer pieces (transformer.c): RMSNorm, SiLU and the SwiGLU MLP,
  *     causal grouped-query attention with its log-sum-exp, the embedding, and a
  *     decoder block made of them;
- *   - a tensor-parallel pipeline stage of a decoder language model (tp_stage.c);
- *   - attention blocks (attn_block.c): a block of queries against a block of
- *     keys and values under a mask, and the log-sum-exp merge of two results;
- *     one tile of scores (attn_tile.c), logged, for programs that tile
- *     attention themselves.
  *
  * Every matrix is row-major float32. A linear layer computes y = x W + b with
  * x rows x in, W in x out, b of length out. Backward functions accumulate
@@ -69,6 +64,10 @@ void xt_permutation(uint64_t seed, long n, long *out);
  */
 void xt_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
              const float *b, float beta, float *c);
+/* The same with leading dimensions: row r of A starts at a + r lda (likewise B and C), so
+ * that a block of columns (one attention head) is multiplied in place. */
+void xt_gemm_ld(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                const float *b, int ldb, float beta, float *c, int ldc);
 
 /* -------------------------------------------------------------------- layers */
 
@@ -309,78 +308,6 @@ void xt_train_demo_use_adam(xt_train_demo *d);
 /* The full parameters of sharded ranks, on rank 0 (collective), for the report. */
 void xt_train_demo_gather_shards(xt_train_demo *d, const float *shard, long lo, long count);
 
-/* ------------------------------------------------------ pipeline stage */
-
-/*
- * A pipeline stage (common/stage.c): layers first .. first+count-1 of the
- * MLP above with widths dims[0..nlayers], `act` after every layer but the
- * model's last, the loss after the model's last. Its parameters are those
- * layers' W_l, b_l in order, flat: exactly the slice of the whole model's
- * flat buffer from xt_mlp_layer_offset(first), so that a stage's parameters
- * can be copied from a whole model. chunk is the model chunk its calls are
- * logged as (interleaved schedules give a rank several).
- *
- * Any number of micro-batches may be in flight, in any order: a forward keeps
- * what its backward needs, per micro-batch, until that backward. What one
- * micro-batch of `rows` rows keeps, as XT_MEM_ACTIVATIONS, is exactly
- *
- *     after xt_stage_forward:          4 rows (in + 2 S) bytes
- *                                      (a copy of x, and each layer's output
- *                                      before and after its activation)
- *     plus, after xt_stage_loss:       4 rows out bytes (the loss's gradient)
- *     plus, after the input part:      4 rows S bytes (each layer's dLoss/d(pre))
- *                                      (the loss's gradient is freed then)
- *
- * S being the sum of the stage's layer widths dims[first+1] + ... +
- * dims[first+count], in = dims[first], out = dims[first+count] (at least 4
- * bytes for a block of zero rows). Backward frees it all, so that with k
- * micro-batches forwarded and none backward the stage keeps k times one's.
- *
- * Every call but the loss is logged in the case record as a line
- * "S <op> <mb> <chunk> <start> <end> <first> <count> <events>" (docs/grader.md): op F
- * forward, B full backward, I input part, W weight part, N a forward that
- * keeps nothing; start and end in seconds since the case began; events: the MPI
- * events logged before it (so that messages and calls can be put in order). A demo run
- * with XT_STAGE_LOG=DIR writes the same lines to DIR/stages.r<rank>.txt. Misuse (a backward with no forward in flight, the weight part
- * before the input part, the loss on a stage that is not the last, a
- * micro-batch forwarded again while in flight) stops the run with a message.
- */
-typedef struct xt_stage xt_stage;
-
-xt_stage *xt_stage_new(int nlayers, const int *dims, xt_act act, xt_loss loss, int first, int count,
-                       int chunk);
-void xt_stage_free(xt_stage *s);
-long xt_stage_nparams(const xt_stage *s);
-float *xt_stage_params(xt_stage *s); /* xt_alloc XT_MEM_PARAMS */
-float *xt_stage_grads(xt_stage *s);  /* xt_alloc XT_MEM_GRADS, zeroed at creation; backward adds */
-int xt_stage_in(const xt_stage *s);  /* dims[first] */
-int xt_stage_out(const xt_stage *s); /* dims[first + count] */
-int xt_stage_is_last(const xt_stage *s);
-/* Forward of micro-batch mb (>= 0): x (rows x in) -> y (rows x out). */
-void xt_stage_forward(xt_stage *s, int mb, const float *x, int rows, float *y);
-/* Last stage only: mb's loss against target (as xt_mlp_backward takes targets) and, kept for
- * its backward, the loss's gradient times scale (1/M for a mean over M micro-batches).
- * Returns the loss. */
-float xt_stage_loss(xt_stage *s, int mb, const void *target, float scale);
-/* Full backward of mb: dy (rows x out; NULL on the last stage: the loss's gradient), dx
- * (rows x in) overwritten (NULL: not wanted, the first stage), grads +=; frees mb's
- * activations. */
-void xt_stage_backward(xt_stage *s, int mb, const float *dy, float *dx);
-/* The same split in two (zero-bubble schedules): the input part (dx, keeping what the weight
- * part needs) and the weight part (grads +=, then mb's activations are freed). Together they
- * give the full backward's bits. */
-void xt_stage_backward_input(xt_stage *s, int mb, const float *dy, float *dx);
-void xt_stage_backward_weight(xt_stage *s, int mb);
-/* A forward that keeps nothing (activation recomputation's first pass): x -> y, the
- * scratch freed before it returns; logged as N with micro-batch -1, counted as a forward. */
-void xt_stage_infer(xt_stage *s, const float *x, int rows, float *y);
-long xt_stage_forwards(const xt_stage *s); /* forward calls so far (recomputation counts them) */
-int xt_stage_first(const xt_stage *s);     /* its first layer */
-int xt_stage_count(const xt_stage *s);     /* its number of layers */
-/* The most micro-batches in flight at once on this rank, over all its stages, since the
- * last call (or the start); each call starts the count again from those in flight now. */
-int xt_stage_in_flight_most(void);
-
 /* ------------------------------------------------- transformer pieces */
 
 /*
@@ -487,178 +414,6 @@ xt_decoder_cache *xt_decoder_forward(float *y, const float *x, const float *para
 /* dx overwritten; dparams += (same flat layout); either may be NULL; frees the cache. */
 void xt_decoder_backward(float *dx, float *dparams, const float *dy, const float *params,
                          xt_decoder_cache *cache);
-
-/* ------------------------------------------- tensor-parallel pipeline stage */
-
-/*
- * A decoder language model's pipeline stage, tensor-parallel over `tp`
- * (common/tp_stage.c): decoder blocks first .. first+count-1 of `layers`
- * (shape as above), with the embedding when first is 0 (the first stage) and
- * the final RMSNorm, the head and the cross-entropy when first + count is
- * layers (the last). The whole model's parameters `full` lie flat as: the
- * embedding E (vocab x d), every block in xt_decoder_layout's order, the final
- * norm (d), the head (d x vocab); each rank keeps its shard, in that order:
- *
- *     embedding    rows of E of the vocabulary block xt_block(vocab, np, r)
- *     each block   norm1 whole; the columns of Wq, Wk, Wv of query heads
- *                  r hq/np .. and KV heads r hkv/np .. (hq and hkv must be
- *                  multiples of np: no KV head is shared); Wo's matching rows;
- *                  norm2 whole; hidden units xt_block(ff, np, r): columns of
- *                  Wg and Wu, rows of Wd
- *     final norm   whole; head: the columns of the vocabulary block
- *
- * Communication, all MPI_Allreduce on tp, per micro-batch of n = batch T
- * tokens: forward 2 per block of n d floats, and on the first stage 1 more (the
- * embedding); the loss 2 (a MAX of n, a SUM of 2n); backward 2 per block of n d,
- * and on the last stage 1 more (the head's input gradient). Nothing else.
- *
- * Any number of micro-batches may be in flight, in any order: a forward keeps
- * what its backward needs (XT_MEM_ACTIVATIONS) until that backward. Every
- * forward and backward is logged as xt_stage's are ("S F|B mb chunk start end
- * first count events", docs/grader.md), first and count being the stage's
- * blocks. Misuse (a backward with no forward in flight, the loss on a stage
- * that is not the last or twice, a micro-batch forwarded again while in
- * flight) stops the run with a message. Collective over tp: every rank of it
- * makes the same calls in the same order.
- */
-typedef struct xt_tp_stage xt_tp_stage;
-
-xt_tp_stage *xt_tp_stage_new(const xt_decoder_shape *shape, int vocab, int layers,
-                             const float *full, int first, int count, MPI_Comm tp, int chunk);
-void xt_tp_stage_free(xt_tp_stage *s);
-long xt_tp_stage_nparams(const xt_tp_stage *s); /* this rank's shard: floats */
-float *xt_tp_stage_params(xt_tp_stage *s);      /* xt_alloc XT_MEM_PARAMS, in the order above */
-float *xt_tp_stage_grads(xt_tp_stage *s);    /* XT_MEM_GRADS, zeroed at creation; backward adds */
-int xt_tp_stage_d(const xt_tp_stage *s);     /* the width of what passes between stages */
-int xt_tp_stage_first(const xt_tp_stage *s); /* its first block */
-int xt_tp_stage_count(const xt_tp_stage *s); /* its number of blocks */
-int xt_tp_stage_is_first(const xt_tp_stage *s);
-int xt_tp_stage_is_last(const xt_tp_stage *s);
-/*
- * Forward of micro-batch mb (>= 0), batch sequences of T tokens: the first stage reads
- * tokens (batch T of them), any other x ((batch T) x d); y ((batch T) x d) is the stage's
- * output, for the next stage (the last stage keeps its logits for the loss; y may be NULL).
- */
-void xt_tp_stage_forward(xt_tp_stage *s, int mb, const int *tokens, const float *x, int batch,
-                         int T, float *y);
-/* Last stage only: the mean cross-entropy of mb's tokens against targets (batch T of them),
- * the same on every rank of tp, and, kept for its backward, its gradient times scale. */
-float xt_tp_stage_loss(xt_tp_stage *s, int mb, const int *targets, float scale);
-/* Backward of mb: dy ((batch T) x d) from the next stage (NULL on the last: the loss's
- * gradient); dx overwritten (ignored on the first stage, whose gradient ends in the
- * embedding); grads +=; frees mb's activations. */
-void xt_tp_stage_backward(xt_tp_stage *s, int mb, const float *dy, float *dx);
-/* One AdamW step (xt_adam_update, step counting from 1) on the shard with its gradients; the
- * moments are the stage's (XT_MEM_OPTIMIZER). */
-void xt_tp_stage_adam(xt_tp_stage *s, const xt_adam *h);
-
-/* ------------------------------------------------------- attention blocks */
-
-/*
- * The masks of a block of queries against a block of keys whose positions
- * start together (query i and key j sit i and j positions after the start):
- * NONE, query i sees every key (the keys' block lies wholly before); CAUSAL,
- * keys 0 .. i (the diagonal block); SHIFTED, keys 0 .. i-1 (a striped layout's
- * keys one position behind their queries).
- */
-typedef enum { XT_MASK_NONE = 'N', XT_MASK_CAUSAL = 'C', XT_MASK_SHIFTED = 'S' } xt_mask;
-
-/*
- * One attention block, grouped-query: q nq x (hq hd), k and v nk x (hkv hd),
- * query head j reading KV head j / (hq / hkv); scores q.k / sqrt(hd). out
- * nq x (hq hd) and lse nq x hq (token-major, so that rows of out and lse
- * pair up as (nq hq) rows of hd) are overwritten: the block's own softmax
- * output and log-sum-exp. A query row that sees no key gets lse -inf and a
- * zero output. The scratch is 32 query rows of scores, and a mask's hidden
- * keys are never computed: no nq x nk matrix, no work wasted on the diagonal.
- *
- * Backward, given the whole row's out and lse (after every block is merged):
- * P = exp(S - lse), and dq, dk, dv are accumulated (+=; any may be NULL).
- *
- * Each call is logged in the case record (an A line: forward or backward,
- * shape, mask, the (query, key) position pairs computed, the receives pending
- * while it ran); xt_attn_pairs('F') and ('B') give the pairs computed since
- * the case (or the program) began.
- */
-void xt_attn_block_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                           int nq, int nk, int hq, int hkv, int hd, xt_mask mask);
-void xt_attn_block_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                            const float *k, const float *v, const float *out, const float *lse,
-                            int nq, int nk, int hq, int hkv, int hd, xt_mask mask);
-long xt_attn_pairs(char op);
-
-/*
- * o (rows x d) and lse (rows) := the softmax-weighted combination of (o, lse)
- * and (o_blk, lse_blk), lse = log(e^lse + e^lse_blk). A row whose lse is -inf
- * carries no weight; two such rows give o = 0, lse = -inf.
- */
-void xt_lse_merge(float *o, float *lse, const float *o_blk, const float *lse_blk, int rows, int d);
-
-/*
- * One tile of scores for a program that tiles attention itself (attn_tile.c):
- * s (nq x nk, row-major) = scale q k^T, q nq x d and k nk x d row-major (rows
- * of one head). No mask: the caller applies it. Each call is logged in the
- * case record (an A line: op T, mask N, nq x nk pairs); xt_attn_tiles gives
- * the calls since the program began, and their pairs in *pairs (may be NULL).
- */
-void xt_attn_scores(float *s, const float *q, const float *k, int nq, int nk, int d, float scale);
-long xt_attn_tiles(long *pairs);
-
-/* ----------------------------------------------------- mixture of experts */
-
-/*
- * Softmax top-k routing of T tokens over E experts (moe.c): probs (T x E) =
- * softmax(logits) row by row; idx[t k + j] (T x k) the expert of token t's
- * j-th largest probability (of equal probabilities the lower expert first),
- * w[t k + j] that probability, divided by the sum of the k when renorm.
- * Backward: dlogits (T x E, overwritten) from dw (T x k), through the selected
- * probabilities only; probs and idx are the forward's.
- */
-void xt_topk_route(int *idx, float *w, float *probs, const float *logits, int T, int E, int k,
-                   int renorm);
-void xt_topk_route_backward(float *dlogits, const float *dw, const float *probs, const int *idx,
-                            int T, int E, int k, int renorm);
-
-/*
- * A bank of ne SwiGLU experts, global indices first .. first+ne-1, each
- * expert(x) = (silu(x Wg) * x Wu) Wd with its parameters in one block of
- * xt_expert_params(d, ff) = 3 d ff floats: Wg (d x ff), Wu (d x ff), Wd
- * (ff x d); params holds the ne blocks one after the other (the experts of a
- * rank are a contiguous slice of every expert's parameters).
- *
- * x (n x d) holds tokens grouped by expert: counts[j] rows for expert
- * first + j, the groups in expert order, n their sum; y (n x d) gets each
- * row's expert output. keep (3 n ff floats, or NULL when no backward
- * follows) receives what the backward needs. Backward: dx (n x d)
- * overwritten, dparams += (the same layout as params); either may be NULL.
- *
- * Every expert's call is logged in the case record as an X line (docs/grader.md):
- * forward or backward, the expert, its tokens, when, the MPI events before it
- * and the exchanges (receives, nonblocking collectives) pending while it ran.
- */
-long xt_expert_params(int d, int ff);
-void xt_experts_forward(float *y, float *keep, const float *x, const int *counts, int first, int ne,
-                        const float *params, int d, int ff);
-void xt_experts_backward(float *dx, float *dparams, const float *dy, const float *x,
-                         const float *keep, const int *counts, int first, int ne,
-                         const float *params, int d, int ff);
-
-/*
- * The expert calls this rank has logged (the X lines above), for a demo that
- * shows in which order its program computed and waited: the from-th call
- * logged and those after it, at most max, into out (NULL: none); returns how
- * many calls the log holds in all. A graded case starts a fresh log; a demo's
- * grows from the start of the program.
- */
-typedef struct {
-    char op;            /* 'F' forward, 'B' backward */
-    int expert, tokens; /* the expert's global index, the rows it computed */
-    int pending;        /* exchanges (receives, nonblocking collectives) pending meanwhile */
-    long pending_bytes; /* their bytes */
-    long events_before; /* MPI messages this rank had logged before the call */
-    double seconds;     /* how long it ran */
-} xt_expert_call;
-long xt_expert_log(xt_expert_call *out, long from, long max);
 
 #ifdef __cplusplus
 }

@@ -2,16 +2,17 @@
 """compile_commands.json for editors (clangd, VS Code, Vim): how each C file compiles.
 
 The Makefile runs it at every build, with its own flags and the C files it
-compiles (libxt, its tests, every lecture's exercises, solutions and shared
-code); it writes the database to stdout:
+compiles (libxt, its tests, every lecture's exercises, solutions and kit);
+it writes the database to stdout:
 
     python3 grader/compdb.py --mpicc mpicc --flags "$(CFLAGS) $(XT_CFLAGS)" FILE.c ...
 
 Editors do not run mpicc, so each entry names the compiler mpicc wraps and
 the include paths and flags it adds (Open MPI's --showme, MPICH's -show):
 that is how clangd finds mpi.h. A file also gets its lecture's include path,
-as the Makefile's compile rule gives it: grader/lectures/<name of the file's
-directory>/, where that exists. Python's standard library only: make runs it
+as the Makefile's compile rule gives it: solutions/<lecture>/, where its kit.h
+is, the lecture being the name of the file's directory (of kit/ or kit/tests/
+for a kit's own files). Python's standard library only: make runs it
 before anything else is set up.
 """
 
@@ -55,8 +56,11 @@ def entries(root, mpicc, flags, files):
     own = [f for f in shlex.split(flags) if f not in BUILD_ONLY]
     out = []
     for path in files:
-        lecture = os.path.join("grader", "lectures", os.path.basename(os.path.dirname(path)))
-        extra = [f"-I{lecture}"] if os.path.isdir(os.path.join(root, lecture)) else []
+        d = os.path.dirname(path)
+        while os.path.basename(d) in ("kit", "tests") and "kit" in d.split(os.sep):
+            d = os.path.dirname(d)
+        kit = os.path.join("solutions", os.path.basename(d))
+        extra = [f"-I{kit}"] if os.path.exists(os.path.join(root, kit, "kit.h")) else []
         obj = os.path.join("build", os.path.splitext(path)[0] + ".o")
         out.append({"directory": root, "file": os.path.join(root, path), "output": obj,
                     "arguments": cc + mpi_flags + own + extra + ["-c", path, "-o", obj]})

@@ -23,10 +23,18 @@ to the file that defines it with `nm`, and reports:
   - a declaration of xt_harness.h (what only the runner, benchmarks and
     tests call) repeated in xt.h or xt_nn.h (what an exercise includes).
 
-    python3 grader/libxt_layers.py [--root DIR]   prints the layers and the
-                                                  problems; exit 1 on any
+usage() measures which lectures use each libxt file: the global symbols the
+objects of a lecture's programs, kit and bench driver leave undefined
+(build/<lecture>/, build/solutions/<lecture>/, build/grader/lectures/<lecture>/),
+followed through libxt's own calls. single_lecture() reports a file that
+exactly one lecture uses: it belongs in that lecture's kit. The CUDA layer
+(cuda.cu) is libxt's whatever lectures have CUDA exercises (DEVICE_LAYER).
+
+    python3 grader/libxt_layers.py [--root DIR]   prints the layers, each file's
+                                                  lectures and the problems; exit 1 on any
     import libxt_layers; libxt_layers.check(root) -> [problem, ...]
                          libxt_layers.layers(root) -> [(n, [file, ...]), ...]
+                         libxt_layers.usage(root) -> {file: {lecture, ...}}
 """
 
 import argparse
@@ -286,6 +294,51 @@ def check(root=ROOT):
     return problems
 
 
+# libxt's device layer: CUDA error checks, device selection and transfers, which DESIGN
+# places in libxt whichever lectures have CUDA exercises.
+DEVICE_LAYER = ("cuda.cu",)
+
+
+def lectures_of(root):
+    return sorted(os.path.basename(os.path.dirname(p))
+                  for p in glob.glob(os.path.join(root, "grader", "lectures", "lc*", "__init__.py")))
+
+
+def usage(root=ROOT, lectures=None):
+    """{libxt source file: the set of lectures whose programs use it}, measured on the built
+    objects (every lecture, or those named). A file with no object built is left out."""
+    objs = {}
+    for src in _sources(root):
+        if os.path.exists(_object(root, src)):
+            objs[src] = _nm(_object(root, src))
+    owner = {sym: src for src, (defined, _) in objs.items() for sym in defined}
+    used = {src: set() for src in objs}
+    for lec in lectures or lectures_of(root):
+        undefined = set()
+        for d in (lec, os.path.join("solutions", lec), os.path.join("grader", "lectures", lec)):
+            for o in glob.glob(os.path.join(root, "build", d, "**", "*.o"), recursive=True):
+                undefined |= _nm(o)[1]
+        todo = sorted({owner[sym] for sym in undefined if sym in owner})
+        seen = set()
+        while todo:
+            src = todo.pop()
+            if src in seen:
+                continue
+            seen.add(src)
+            todo += [owner[sym] for sym in objs[src][1] if sym in owner]
+        for src in seen:
+            used[src].add(lec)
+    return used
+
+
+def single_lecture(used):
+    """Problems: each libxt file that exactly one lecture uses (its kit's, not libxt's)."""
+    return [f"common/{src} is used by {next(iter(lecs))} alone: it belongs in that lecture's "
+            f"kit (grader/lectures/{next(iter(lecs))}/kit/)"
+            for src, lecs in sorted(used.items())
+            if len(lecs) == 1 and src not in DEVICE_LAYER]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -297,6 +350,13 @@ def main():
     except (LayersError, OSError) as e:
         print(f"layers: {e}")
     problems = check(args.root)
+    try:
+        used = usage(args.root)
+        for src, lecs in sorted(used.items(), key=lambda kv: (len(kv[1]), kv[0])):
+            print(f"{src:16} used by {len(lecs)}: {' '.join(sorted(lecs))}")
+        problems += single_lecture(used)
+    except LayersError as e:
+        problems.append(str(e))
     for p in problems:
         print(f"PROBLEM {p}")
     print(f"{len(problems)} problem{'' if len(problems) == 1 else 's'}")

@@ -321,7 +321,7 @@ def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
     seed = seed if seed is not None else int(time.time()) % 10**8
     paths = mutants(filters)
     # libxt first, once: parallel grades must not both rebuild it. The same for the
-    # AddressSanitizer build (args: --san), with the lectures' shared objects.
+    # AddressSanitizer build (args: --san), with the lectures' kits.
     subprocess.run(["make", "-s", "--no-print-directory", "build/common/libxt.a"], cwd=ROOT,
                    check=False)
     # The emulated device's objects likewise, when a CUDA mutant will be graded on it.
@@ -330,8 +330,9 @@ def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
                         "build/emu/common/cuda_emu.o"], cwd=ROOT, check=False)
     san = {san_lecture(p) for p in paths} - {None}
     if san:
-        shared = [f"build/san/grader/lectures/{lec}/lecture.o" for lec in sorted(san)
-                  if os.path.exists(os.path.join(HERE, "lectures", lec, "lecture.c"))]
+        shared = [os.path.join("build", "san", os.path.splitext(os.path.relpath(c, ROOT))[0] + ".o")
+                  for lec in sorted(san)
+                  for c in sorted(glob.glob(os.path.join(HERE, "lectures", lec, "kit", "*.c")))]
         subprocess.run(["make", "-s", "--no-print-directory", "SAN=1", "build/san/common/libxt.a"]
                        + shared, cwd=ROOT, check=False)
     # Closed, not terminated, when every mutant is done: terminate would SIGTERM the

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""libxt's numeric layer (common/nn.c) against its NumPy twin (grader/nn.py).
+"""libxt's numeric layer (common/nn.c) and the lecture kits' numeric pieces against
+their NumPy twins (grader/nn.py).
 
-    python3 grader/nntest.py [--seed N] [--exe build/common/tests/test_nn]
+    python3 grader/nntest.py [--seed N] [--build DIR]
 
 Three checks, each of which `make test` records on its own line:
 
-  1. C agrees with NumPy. Random cases (seeded) go to build/common/tests/test_nn
-     as .npy files in one directory, one launch runs them all, and every
-     output is compared with nn.py in float64. The random numbers, the
+  1. C agrees with NumPy. Random cases (seeded) go as .npy files into one
+     directory, which build/common/tests/test_nn (libxt's layers) and each
+     kit's build/grader/lectures/<lecture>/kit/tests/test_kit (its pieces: a
+     pipeline stage, attention blocks, routing and experts) run, one launch
+     each, every program the kinds it knows; every output is compared with
+     nn.py in float64. The random numbers, the
      permutation and an MLP's initial weights must be bit-exact; the rest
      within the float32 tolerances below.
   2. nn.py's gradients agree with central finite differences
@@ -28,7 +32,7 @@ Three checks, each of which `make test` records on its own line:
 
 Beside the comparisons, test_nn checks in C that the layer-by-layer MLP API
 (own buffers per layer) gives the bits of xt_mlp_forward/backward, and
-check 1 runs `test_nn --die MODE` to see the layer API called out of order,
+check 1 runs `PROGRAM --die MODE` to see the layer API called out of order,
 a token outside the embedding table, hkv not dividing hq and a pipeline
 stage misused (a backward with no forward, the weight part first, the loss
 on a stage that is not the last, a micro-batch forwarded twice) stop with
@@ -74,6 +78,7 @@ Buffers the C side must overwrite start as NaN; those it must not touch
 
 import argparse
 import concurrent.futures
+import glob
 import contextlib
 import os
 import re
@@ -173,7 +178,7 @@ class Cases:
 
     def write(self):
         with open(os.path.join(self.d, "cases.txt"), "w") as f:
-            f.write("# <id> <kind> key=value ...: see common/tests/test_nn.c\n")
+            f.write("# <id> <kind> key=value ...: see common/tests/nn_case.h\n")
             for k, kind, params, _ in self.cases:
                 text = " ".join(f"{key}={hexf(v) if isinstance(v, float) else v}"
                                 for key, v in params.items())
@@ -960,39 +965,67 @@ OUT_OF_ORDER = {
 }
 
 
-def out_of_order(exe=EXE):
-    """Problems, one line each: every mode must end the run with its ERROR message.
-    One rank, started directly (no mpirun: its abort alone takes a second)."""
+def kit_programs(build_dir="build"):
+    """The kits' case programs (grader/lectures/<lecture>/kit/tests/test_kit.c, built under
+    build_dir), which run the cases of the kinds their kit provides."""
+    return [os.path.join(build_dir, os.path.splitext(src)[0]) for src in
+            sorted(glob.glob(os.path.join("grader", "lectures", "*", "kit", "tests",
+                                          "test_kit.c")))]
+
+
+def die_modes(exe):
+    """The --die modes exe knows (exe --die-modes: one a line, printed before MPI starts)."""
+    r = launch.run([exe, "--die-modes"], timeout=60)
+    return r.output.split() if r.returncode == 0 else []
+
+
+def out_of_order(exes):
+    """Problems, one line each: every mode a program knows must end its run with the ERROR
+    message OUT_OF_ORDER gives it. One rank, started directly (no mpirun: its abort alone
+    takes a second)."""
+    owner = {mode: exe for exe in exes for mode in die_modes(exe)}
+    problems = [f"--die {mode}: no program knows it (each lists its modes: --die-modes)"
+                for mode in OUT_OF_ORDER if mode not in owner]
+    problems += [f"{exe} --die {mode}: no message in OUT_OF_ORDER to expect"
+                 for mode, exe in owner.items() if mode not in OUT_OF_ORDER]
+
     def one(mode):
+        exe = owner[mode]
         r = launch.run([exe, "--die", mode], timeout=60)
-        pattern = (r"\[xt\] rank 0 ERROR: common/(nn|transformer|stage)\.c:\d+: "
-                   + OUT_OF_ORDER[mode])
+        pattern = r"\[xt\] rank 0 ERROR: [\w/]+\.c:\d+: " + OUT_OF_ORDER[mode]
         if r.returncode != 0 and re.search(pattern, r.output):
             return None
         said = [ln for ln in r.output.splitlines() if "ERROR" in ln or "SURVIVED" in ln]
-        return (f"test_nn --die {mode}: exit {r.returncode}, expected an ERROR matching "
+        return (f"{exe} --die {mode}: exit {r.returncode}, expected an ERROR matching "
                 f"'{OUT_OF_ORDER[mode]}': " + (" | ".join(said) or "no message"))
 
     # At most 5 at once: more singleton starts side by side make Open MPI's session
     # directory setup fail now and then ("Unable to start a daemon").
     with concurrent.futures.ThreadPoolExecutor(5) as pool:
-        return [bad for bad in pool.map(one, OUT_OF_ORDER) if bad]
+        return problems + [bad for bad in pool.map(one, [m for m in OUT_OF_ORDER if m in owner])
+                           if bad]
 
 
-def c_versus_numpy(exe=EXE, work=None, seed=SEED):
-    """(ok, lines, cases, dir): every case through the C binary, judged against nn.py."""
+def c_versus_numpy(exe=EXE, work=None, seed=SEED, kits=None):
+    """(ok, lines, cases, dir): every case through the C programs (libxt's test_nn, then each
+    kit's, each running the kinds it knows), judged against nn.py."""
     d = work or os.path.join("build", "selftest", "nn")
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
-    if not os.path.exists(exe):
-        return False, [f"{exe} is not built: run make"], [], d
+    exes = [exe] + (kit_programs() if kits is None else kits)
+    missing = [e for e in exes if not os.path.exists(e)]
+    if missing:
+        return False, [f"{e} is not built: run make" for e in missing], [], d
     cases = generate(d, np.random.default_rng(seed))
-    r = launch.run(launch.mpirun_command(1, [exe, d]), timeout=60)
-    lines = [ln for ln in r.output.splitlines() if ln.startswith("FAIL")]
-    if r.returncode != 0 and not lines:
-        lines = [f"{exe} {d}: exit {r.returncode}"] + r.output.strip().splitlines()[-10:]
+    lines = []
+    for e in exes:
+        r = launch.run(launch.mpirun_command(1, [e, d]), timeout=60)
+        failed = [ln for ln in r.output.splitlines() if ln.startswith("FAIL")]
+        if r.returncode != 0 and not failed:
+            failed = [f"{e} {d}: exit {r.returncode}"] + r.output.strip().splitlines()[-10:]
+        lines += failed
     lines += judge(cases, d)
-    lines += out_of_order(exe)
+    lines += out_of_order(exes)
     return not lines, lines, cases, d
 
 
@@ -1208,7 +1241,7 @@ def run(build_dir="build", seed=SEED, work=None):
     """(ok, lines): all three checks, a summary line each, then the problems."""
     exe = os.path.join(build_dir, "common", "tests", "test_nn")
     start = time.monotonic()
-    ok1, bad1, cases, d = c_versus_numpy(exe, work, seed)
+    ok1, bad1, cases, d = c_versus_numpy(exe, work, seed, kit_programs(build_dir))
     t1 = time.monotonic() - start
     ok2, bad2 = gradients(seed)
     ok3, bad3 = negative_control(cases, d, seed)

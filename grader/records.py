@@ -1,10 +1,15 @@
 """What the ranks of a case wrote, read back: the case directory's files.
 
 libxt's case mode (common/case_run.c, common/record.c) leaves, per case and rank, a record
-of its MPI calls and events, notes, memory, and the calls of the lecture kits' compute
-(pipeline stages, attention blocks, experts); per rank a status file of its faults (TODO,
-CRASH, ERROR, HANG, LEDGER). This module reads them into plain objects; harness.py judges
-them. The inputs a case reads are written here too, in the names the program expects.
+of its MPI calls and events, notes, memory, and the events a lecture's kit logged
+(xt_event: a pipeline stage's calls, an attention block's); per rank a status file of its
+faults (TODO, CRASH, ERROR, HANG, LEDGER). This module reads them into plain objects;
+harness.py judges them. The inputs a case reads are written here too, in the names the
+program expects.
+
+A kit's events are its lecture's business: the lecture's package registers each kind it
+logs with event_kind (grader/lectures/lc5_pp/events.py: "S" lines as StageCall in
+rec.stages), and this module knows none of them.
 """
 
 import dataclasses
@@ -41,48 +46,19 @@ class Event:
     group: str = ""
 
 
-@dataclasses.dataclass
-class StageCall:
-    """One call of a pipeline stage (common/stage.c), an S line of the record."""
-    op: str  # F forward, B full backward, I its input part, W its weight part, N no-keep forward
-    mb: int  # the micro-batch
-    chunk: int  # the model chunk the stage is
-    start: float  # seconds since the case began
-    end: float
-    first: int = 0  # the stage's first layer
-    count: int = 0  # and its number of layers
-    events_before: int = 0  # how many of the record's events (E lines) came before it
-    # XT_MEM_ACTIVATIONS bytes in use when it began (-1: not logged); not part of a
-    # comparison of calls, which is about the schedule
-    activations: int = dataclasses.field(default=-1, compare=False)
+# A kit's event kinds: {line kind: (the Record attribute its list is, parse(words))}.
+_EVENT_KINDS = {}
 
 
-@dataclasses.dataclass
-class AttnCall:
-    """One call of libxt's attention block (common/attn_block.c), an A line of the record."""
-    op: str  # F forward, B backward; T a tile of scores (xt_attn_scores)
-    nq: int
-    nk: int
-    mask: str  # N none, C causal, S shifted
-    pairs: int  # the (query, key) position pairs it computed
-    start: float  # seconds since the case began
-    end: float
-    events_before: int = 0  # how many of the record's events (E lines) came before it
-    recv_pending: int = 0  # receives started and not complete while it ran
-    recv_bytes: int = 0  # the bytes those receives expect
-
-
-@dataclasses.dataclass
-class ExpertCall:
-    """One expert's part of a call of libxt's expert bank (common/moe.c), an X line."""
-    op: str  # F forward, B backward
-    expert: int  # its global index
-    tokens: int  # the rows it computed
-    start: float  # seconds since the case began
-    end: float
-    events_before: int = 0  # how many of the record's events (E lines) came before it
-    pending: int = 0  # exchanges (receives, nonblocking collectives) pending while it ran
-    pending_bytes: int = 0  # their bytes
+def event_kind(kind, attribute, parse):
+    """Registers a kit's event kind: each record line "<kind> w1 w2 ..." is parse([w1, w2,
+    ...]), appended in order to rec.<attribute> (an empty list in a record without one). A
+    lecture's package calls it when imported, for the kinds its kit logs."""
+    if kind in _EVENT_KINDS and _EVENT_KINDS[kind][0] != attribute:
+        raise ValueError(f"event kind {kind!r} is registered as rec.{_EVENT_KINDS[kind][0]}")
+    if attribute in {f.name for f in dataclasses.fields(Record)}:
+        raise ValueError(f"rec.{attribute} is a Record field, not a kit's event list")
+    _EVENT_KINDS[kind] = (attribute, parse)
 
 
 @dataclasses.dataclass
@@ -93,12 +69,18 @@ class Record:
     events: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)  # (kind, text)
     memory: dict = dataclasses.field(default_factory=dict)  # kind -> (current, peak) bytes
-    stages: list = dataclasses.field(default_factory=list)  # StageCall, in call order
-    attn: list = dataclasses.field(default_factory=list)  # AttnCall, in call order
-    experts: list = dataclasses.field(default_factory=list)  # ExpertCall, in call order
     work: dict = dataclasses.field(default_factory=dict)  # (array, block, part) -> rows
-    stages_dropped: int = 0  # compute calls past the log's cap, in no list
+    # The kit's events by the attribute their kind registered (event_kind), in order; read
+    # as rec.<attribute> (rec.stages). Lines of a kind nobody registered: in "unparsed".
+    kit_events: dict = dataclasses.field(default_factory=dict)
+    events_dropped: int = 0  # kit events past the log's cap, in no list
     complete: bool = False
+
+    def __getattr__(self, name):
+        if not name.startswith("_") and name != "kit_events" and (name == "unparsed" or any(
+                a == name for a, _ in _EVENT_KINDS.values())):
+            return self.kit_events.setdefault(name, [])
+        raise AttributeError(name)
 
     @property
     def msgs_sent(self):
@@ -164,26 +146,17 @@ def read_record(path):
         elif line.startswith("M "):
             _, kind, current, peak = line.split()
             rec.memory[kind] = (int(current), int(peak))
-        elif line.startswith("S "):
-            _, op, mb, chunk, start, end, first, count, before, *act = line.split()
-            rec.stages.append(StageCall(op, int(mb), int(chunk), float(start), float(end),
-                                        int(first), int(count), int(before),
-                                        int(act[0]) if act else -1))
-        elif line.startswith("A "):
-            _, op, nq, nk, mask, pairs, start, end, before, pending, pbytes = line.split()
-            rec.attn.append(AttnCall(op, int(nq), int(nk), mask, int(pairs), float(start),
-                                     float(end), int(before), int(pending), int(pbytes)))
-        elif line.startswith("X "):
-            _, op, expert, tokens, start, end, before, pending, pbytes = line.split()
-            rec.experts.append(ExpertCall(op, int(expert), int(tokens), float(start), float(end),
-                                          int(before), int(pending), int(pbytes)))
         elif line.startswith("W "):
             _, name, block, part, rows = line.split()
             rec.work[(name, int(block), int(part))] = int(rows)
         elif line.startswith("SD "):
-            rec.stages_dropped = int(line.split()[1])
+            rec.events_dropped = int(line.split()[1])
         elif line == "END":
             rec.complete = True
+        elif line and not line.startswith("#"):
+            kind, *words = line.split()
+            attribute, parse = _EVENT_KINDS.get(kind, ("unparsed", None))
+            rec.kit_events.setdefault(attribute, []).append(parse(words) if parse else line)
     return rec if rec.complete else None
 
 

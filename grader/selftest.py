@@ -121,9 +121,9 @@ def test_editor(s):
         files = set()
         out += f"\n{db}: {e}"
     want = {f for f in glob.glob("common/*.c") + glob.glob("lc*/*.c") +
-            glob.glob("solutions/lc*/*.c") + glob.glob("grader/lectures/*/lecture.c")}
+            glob.glob("solutions/lc*/*.c") + glob.glob("grader/lectures/*/kit/*.c")}
     s.record(f"a build of one exercise writes {db}: libxt, every exercise, solution and "
-             "lecture.c", rc == 0 and want <= files,
+             "kit source", rc == 0 and want <= files,
              [f"missing: {f}" for f in sorted(want - files)] or tail(out))
     if not shutil.which("clangd"):
         s.record("clangd --check: one exercise per lecture", False,
@@ -143,10 +143,10 @@ def test_editor(s):
         json.dump(entries, f)
     checks = []
     for lec in lectures.names():
-        # One that includes its lecture's lecture.h where there is one: that path too.
+        # One that includes its lecture's kit.h where there is one: that path too.
         paths = [p for p in (f"{lec}/{ex}.c" for ex in lectures.exercises(lec))
                  if os.path.exists(p)]
-        shared = [p for p in paths if '#include "lecture.h"' in open(p).read()]
+        shared = [p for p in paths if '#include "kit.h"' in open(p).read()]
         checks += [(p, []) for p in (shared or paths)[:1]]
     checks.append((checks[0][0], [f"--compile-commands-dir={neg}"]))
     procs = [subprocess.Popen(["clangd", f"--check={path}"] + extra, stdout=subprocess.PIPE,
@@ -373,11 +373,13 @@ def test_cases(s):
     d = fresh("cases")
     plan = [(3, "copy"), (8, "copy"), (2, "overrun"), (2, "underrun"), (1, "modify"),
             (2, "pending"), (4, "world"), (1, "note"), (2, "peek"), (1, "nullout"),
-            (2, "reuse"), (2, "print"), (2, "stage"), (2, "inflight"), (2, "early"),
+            (2, "reuse"), (2, "print"), (2, "event"), (2, "inflight"), (2, "early"),
             (2, "freed"), (2, "persistent"), (1, "icoll"), (4, "icoll"), (2, "icoll_sent"),
             (2, "written"), (4, "igather"), (2, "iscatter_sent")]
-    stage_calls = [("F", 0, 0), ("F", 0, 1), ("F", 1, 0), ("F", 1, 1), ("B", 0, 1), ("B", 0, 0),
-                   ("I", 1, 1), ("I", 1, 0), ("W", 1, 0), ("W", 1, 1)]
+    # A kit's events (the "event" case logs Q 0..4 and RR 0, RR 1 between them), read
+    # through kinds registered here as a lecture's package registers its own.
+    records.event_kind("Q", "selftest_q", lambda w: (int(w[0]), float(w[1]), float(w[2])))
+    records.event_kind("RR", "selftest_rr", lambda w: int(w[0]))
     with open(os.path.join(d, "cases.txt"), "w") as f:
         f.write("# self-test cases\n")
         for k, (np_, fn) in enumerate(plan):
@@ -496,15 +498,18 @@ def test_cases(s):
                 if fn == "world" and not any(e.comm == "world" and e.fn == "MPI_Allreduce"
                                              for e in rc.events):
                     problems.append(f"case {k}: MPI_Allreduce on MPI_COMM_WORLD not recorded")
-                # A pipeline stage's calls: S lines in call order, each start <= end, one
-                # after the other, within the case (each case's log starts empty).
-                got = [(st.op, st.mb, st.chunk) for st in rc.stages]
-                times = [t for st in rc.stages for t in (st.start, st.end)]
-                if (got != (stage_calls if fn == "stage" else []) or times != sorted(times)
+                # A kit's events: in call order, each start <= end, one after the other,
+                # within the case (each case's log starts empty), after their description.
+                got = ([q[0] for q in rc.selftest_q], rc.selftest_rr)
+                times = [t for q in rc.selftest_q for t in q[1:]]
+                want = ([0, 1, 2, 3, 4], [0, 1]) if fn == "event" else ([], [])
+                text = open(os.path.join(d, f"c{k}", f"g{g}.r{rank}.mpi.txt")).read()
+                described = "# test event: index start end\n# another kind: index\nQ 0 " in text
+                if (got != want or times != sorted(times) or (fn == "event") != described
                         or (times and (times[0] < 0 or times[-1] > rc.seconds + 1e-3))
-                        or rc.stages_dropped):
-                    problems.append(f"case {k} ({fn}) rank {rank}: stage calls {rc.stages}, "
-                                    f"expected {stage_calls if fn == 'stage' else []} in order")
+                        or rc.events_dropped or rc.unparsed):
+                    problems.append(f"case {k} ({fn}) rank {rank}: kit events {got}, times "
+                                    f"{times}, expected {want} in order, described first")
         idle = glob.glob(os.path.join(d, f"c{k}", f"g{8 // np_}.*.mpi.txt"))
         if idle:
             problems.append(f"case {k}: idle ranks wrote records: {idle}")
@@ -527,7 +532,7 @@ def test_cases(s):
             problems.append(f"case {k} ({fn}): empty output files left: {left}")
     s.record("case mode: groups of np ranks on an 8-rank world, idle ranks, per-case records, "
              "other ranks' input files refused, what each rank printed in its case's file, "
-             "a pipeline stage's calls as S lines in order",
+             "a kit's events (xt_event) in order, each kind described once",
              not [p for p in problems if "notes" not in p], problems)
     s.record("case mode: guard bytes, const inputs, pending requests and notes reported",
              not [p for p in problems if "notes" in p], [p for p in problems if "notes" in p])
@@ -668,7 +673,7 @@ def test_grader_units(s):
         bad.append(f"a 4-line TODO over a 9-line solution: {over}")
     s.record("hints: three levels read in order; a missing or empty level, no Hints heading, and a "
              "TODO over its bound are refused", not bad, bad)
-    test_stage_lines(s)
+    test_event_lines(s)
     test_pattern(s)
     test_printed(s)
     test_rounds(s)
@@ -679,37 +684,29 @@ def test_grader_units(s):
     test_relations(s)
 
 
-def test_stage_lines(s):
-    """read_record: the S lines of a pipeline stage's calls, in order, and the SD count."""
-    path = os.path.join(fresh("stage_lines"), "g0.r0.mpi.txt")
+def test_event_lines(s):
+    """read_record: a kit's event lines through the kinds registered (records.event_kind),
+    in order; a kind nobody registered kept as text in rec.unparsed; the SD count."""
+    path = os.path.join(fresh("event_lines"), "g0.r0.mpi.txt")
     with open(path, "w") as f:
-        f.write("# xt case record\nT 0.01\nM activations 0 64\n"
-                "# stage call: F|B|I|W|N micro-batch chunk start end first-layer layers "
-                "events-before activations-bytes-then\n"
-                "S F 0 1 0.000100 0.000150 2 1 0 96\nS I 0 1 0.000200 0.000250 2 1 3\n"
-                "S W 0 1 0.000300 0.000310 2 1 4\nS B 12 0 0.001000 0.002000 0 2 4\nSD 3\nEND\n")
+        f.write("# xt case record\nT 0.01\nM activations 0 64\n# unit event: op n\n"
+                "UA F 3\nUZ 1 2\nUA B 4\nSD 3\nEND\n")
+    records.event_kind("UA", "unit_events", lambda w: (w[0], int(w[1])))
     rec = records.read_record(path)
-    want = [records.StageCall("F", 0, 1, 1e-4, 1.5e-4, 2, 1, 0),
-            records.StageCall("I", 0, 1, 2e-4, 2.5e-4, 2, 1, 3),
-            records.StageCall("W", 0, 1, 3e-4, 3.1e-4, 2, 1, 4),
-            records.StageCall("B", 12, 0, 1e-3, 2e-3, 0, 2, 4)]
-    got = (rec.stages, rec.stages_dropped, rec.memory) if rec else None
-    acts = [c.activations for c in rec.stages] if rec else None
-    s.record("read_record: S lines as StageCall(op, mb, chunk, start, end, first, count, "
-             "events_before, activations) in order (activations -1 where the line has none), "
-             "SD as stages_dropped",
-             got == (want, 3, {"activations": (0, 64)}) and acts == [96, -1, -1, -1],
-             [repr(got), repr(acts)])
-    with open(path, "w") as f:
-        f.write("# xt case record\nT 0.01\n# expert call: F|B expert tokens start end "
-                "events-before exchanges-pending their-bytes\nX F 3 17 0.001200 0.001500 6 2 4096\n"
-                "X B 0 0 0.002000 0.002100 9 0 0\nEND\n")
-    rec = records.read_record(path)
-    want = [records.ExpertCall("F", 3, 17, 1.2e-3, 1.5e-3, 6, 2, 4096),
-            records.ExpertCall("B", 0, 0, 2e-3, 2.1e-3, 9, 0, 0)]
-    got = rec.experts if rec else None
-    s.record("read_record: X lines as ExpertCall(op, expert, tokens, start, end, events_before, "
-             "pending, pending_bytes) in order", got == want, [repr(got)])
+    got = (rec.unit_events, rec.unparsed, rec.events_dropped, rec.memory) if rec else None
+    want = ([("F", 3), ("B", 4)], ["UZ 1 2"], 3, {"activations": (0, 64)})
+    empty = records.Record().unit_events
+    taken = []
+    for kind, attribute in (("UA", "other_name"), ("UB", "memory")):
+        try:
+            records.event_kind(kind, attribute, str)
+            taken.append(f"{kind} as rec.{attribute} accepted")
+        except ValueError:
+            pass
+    s.record("read_record: a kit's event lines as its lecture registered them, in order; an "
+             "unregistered kind kept as text; SD as events_dropped; a kind registered twice "
+             "under another name, or as a Record field, refused",
+             got == want and empty == [] and not taken, [repr(got), repr(empty)] + taken)
 
 
 def test_asan_places(s):
@@ -1433,6 +1430,15 @@ def test_drill(s):
              [f"{len(drill.history(root))} entries"])
 
 
+def test_kits(s):
+    """Each lecture's kit checks what its numeric cases (grader/nntest.py) do not, where it
+    has such checks: grader/lectures/<lecture>/kit_checks.py, selftest(suite)."""
+    import importlib
+    for lec in lectures.names():
+        if os.path.exists(os.path.join(HERE, "lectures", lec, "kit_checks.py")):
+            importlib.import_module(f"lectures.{lec}.kit_checks").selftest(s)
+
+
 def test_bench(s):
     """Each lecture's bench checks itself (grader/lectures/<lecture>/bench.py: selftest)."""
     import bench
@@ -1793,6 +1799,18 @@ def test_lectures(s):
     layers = libxt_layers.layers(".")
     s.record("libxt: files call each other in one direction, as xt_internal.h's layers say ("
              + " < ".join(" ".join(f) for _, f in layers) + ")", not bad, bad)
+    used = libxt_layers.usage(".")
+    single = libxt_layers.single_lecture(used)
+    shared = sorted(f for f, lecs in used.items() if len(lecs) >= 2)
+    s.record(f"libxt: each of its files is used by two lectures or more ({len(shared)} files, "
+             "measured on the symbols the lectures' objects use), lecture code is in kits",
+             not single and len(shared) >= len(used) - len(libxt_layers.DEVICE_LAYER), single)
+    # Negative control: measured on one lecture's programs alone, every file it uses is one
+    # lecture's, and must be reported.
+    alone = libxt_layers.single_lecture(libxt_layers.usage(".", ["lc2_dp"]))
+    s.record("libxt: a file only one lecture's programs use is reported (negative control: "
+             "the usage of " + "lc2_dp's programs alone)",
+             any("common/train.c is used by lc2_dp alone" in p for p in alone), alone[:3])
     # Negative control: the same objects against layers that swap init.c's with the base, and
     # a comment naming a lecture, must both be reported.
     root = fresh("layers")
@@ -1924,7 +1942,8 @@ def main():
     sections = [("build", lambda: test_build(s, args.cuda)), ("bare", lambda: baremachine.selftest(s)),
                 ("format", lambda: test_format(s)),
                 ("editor", lambda: test_editor(s)),
-                ("libxt", lambda: libxt(s)), ("grader", lambda: test_grader_units(s)),
+                ("libxt", lambda: libxt(s)), ("kits", lambda: test_kits(s)),
+                ("grader", lambda: test_grader_units(s)),
                 ("stubs", lambda: test_stubs(s)), ("lectures", lambda: test_lectures(s)),
                 ("grades", lambda: test_grades(s)), ("drill", lambda: test_drill(s)),
                 ("bench", lambda: test_bench(s)), ("coverage", lambda: coverage.selftest(s)),
@@ -2000,12 +2019,15 @@ def test_nn(s):
     start = time.monotonic()
     ok, bad, cases, d = nntest.c_versus_numpy(os.path.join(TESTS_BIN, "test_nn"),
                                               os.path.join(WORK, "nn"))
+    kits = sorted(os.path.relpath(e, "build") for e in nntest.kit_programs())
     s.record(f"nn: C agrees with grader/nn.py on {len(cases)} cases: rng, permutation, GEMM "
              "(4 transposes, beta 0/1, k=0), linear (+=, NULL), ReLU/GELU, MSE, CE, softmax, "
              "SGD, MLP (init, forward, backward, hook order), bf16, Adam, layer API (bit-identical, "
              "out of order dies), RMSNorm, SiLU, SwiGLU, causal GQA attention, embedding "
-             "(a token out of range dies), decoder block, pipeline stages (split backward "
-             "bit-identical to full, activations per micro-batch, misuse dies)",
+             "(a token out of range dies), decoder block; and the kits' pieces through their own "
+             f"programs ({', '.join(kits)}): pipeline stages (split backward bit-identical to "
+             "full, activations per micro-batch, misuse dies), attention blocks, top-k routing, "
+             "experts",
              ok, bad, f"({time.monotonic() - start:.1f} s)")
     start = time.monotonic()
     ok, bad = nntest.gradients()
@@ -2127,49 +2149,10 @@ def test_mem(s):
                  f"({time.monotonic() - start:.1f} s)")
 
 
-def test_mesh(s):
-    """Each rank's coordinates and groups (world ranks, in order) against the slices of
-    numpy.arange(np).reshape(sizes); then the two ways a mesh stops the run."""
-    exe = os.path.join(TESTS_BIN, "test_mesh")
-    for np_, desc in ((8, "dp=2,pp=2,tp=2"), (4, "pp=2,tp=2"), (4, "dp=4,tp=1"), (2, "dp=2"),
-                      (1, "1x1x1"), (4, "dp=2,pp=1,tp=2")):
-        d = fresh("mesh")
-        r = mpirun(np_, [exe, "--mesh", desc, "--out", d])
-        dims = [p.split("=") for p in desc.split(",")] if "=" in desc else \
-            [(n, "1") for n in ("dp", "pp", "tp")]
-        grid = np.arange(np_).reshape([int(size) for _, size in dims])
-        problems = [] if r.returncode == 0 else tail(r.output)
-        for rank in range(np_):
-            c = tuple(int(i) for i in np.argwhere(grid == rank)[0])
-            want = ["coords " + " ".join(map(str, c))] + [
-                f"{name} " + " ".join(map(str, grid[c[:k] + (slice(None),) + c[k + 1:]]))
-                for k, (name, _) in enumerate(dims)]
-            path = os.path.join(d, f"mesh.r{rank}.txt")
-            got = open(path).read().splitlines() if os.path.exists(path) else ["(no file)"]
-            if got != want and r.returncode == 0:
-                problems.append(f"rank {rank}: {got}, expected {want}")
-        wide = [ln for ln in r.output.splitlines() if len(ln) > 80]
-        if np_ == 8 and ("tp groups: [0 1] [2 3] [4 5] [6 7]" not in r.output or wide):
-            problems.append("xt_mesh_print: " + " | ".join(wide or tail(r.output, 4)))
-        s.record(f"mesh {desc} on {np_}: coordinates, and every group's ranks in order, as "
-                 "arange(np).reshape(sizes) slices them", not problems, problems)
-    for mode, desc, pattern, what in (
-            ("size", "dp=2,pp=2,tp=2", r'mesh "dp=2,pp=2,tp=2": .* is 8 ranks, but the '
-             r"communicator has 4", "a product that is not the size"),
-            ("unknown", "pp=2,tp=2", r'xt_mesh_group: the mesh has no dimension "cp" '
-             r"\(it has pp, tp\)", "an unknown dimension's name")):
-        d = fresh(f"mesh_{mode}")
-        r = mpirun(4, [exe, "--mesh", desc, "--mode", mode, "--out", d])
-        lines = status_lines(d)
-        s.record(f"mesh: {what} stops the run with its message", r.returncode != 0 and
-                 any(re.search("^ERROR.*" + pattern, ln) for ln in lines),
-                 lines + tail(r.output, 8))
-
-
 def libxt(s):
     s.section("libxt")
     for t in (test_npy, test_pmpi, test_strict, test_watchdog, test_todo, test_crash,
-              test_heap_damage, test_cases, test_mem, test_trace, test_watch, test_mesh, test_cuda,
+              test_heap_damage, test_cases, test_mem, test_trace, test_watch, test_cuda,
               test_emu, test_nn):
         t(s)
 

@@ -21,7 +21,9 @@ In the student file the marked lines become one statement,
 which stops every rank with file, line and the first line of the TODO
 comment (the arguments are passed only so the stub compiles without
 unused-parameter warnings). A marked region at column 0 (a helper the
-student writes too) disappears. Everything else is copied unchanged.
+student writes too) disappears. Everything else is copied unchanged. A
+header (solutions/lcN_x/kit.h, the lecture's kit) is copied as it is: it
+holds nothing for the student to write, so it may hold no marker.
 
     grader/stubgen.py --write    regenerate lc*/ from solutions/lc*/
     grader/stubgen.py --check    exit 1 on drift, unbalanced markers or leaked solution text
@@ -131,7 +133,8 @@ def student_path(solution):
 
 
 def solutions():
-    return sorted(glob.glob("solutions/lc*/*.c") + glob.glob("solutions/lc*/*.cu"))
+    return sorted(glob.glob("solutions/lc*/*.c") + glob.glob("solutions/lc*/*.cu") +
+                  glob.glob("solutions/lc*/*.h"))
 
 
 def significant(line):
@@ -164,7 +167,10 @@ def check(verbose=True):
         except MarkerError as e:
             problems.append(("markers", str(e)))
             continue
-        if not hidden:
+        if sol.endswith(".h") and hidden:
+            problems.append(("markers", f"{sol} is a header, copied to the student as it is: it "
+                                        f"may hold no {BEGIN} region"))
+        elif not hidden and not sol.endswith(".h"):
             problems.append(("markers", f"{sol} has no {BEGIN} region: nothing for the student "
                                         f"to write"))
         if not os.path.exists(stu):
@@ -179,7 +185,7 @@ def check(verbose=True):
                                              stu, lineterm="", n=1))
             problems.append(("drift", f"{stu} differs from what {sol} generates (run: make "
                                       f"stubs):\n" + "\n".join(diff[:20])))
-    for stu in sorted(glob.glob("lc*/*.c") + glob.glob("lc*/*.cu")):
+    for stu in sorted(glob.glob("lc*/*.c") + glob.glob("lc*/*.cu") + glob.glob("lc*/*.h")):
         if stu not in expected_students:
             problems.append(("drift", f"{stu} has no solution in solutions/{stu}"))
     return problems

@@ -43,7 +43,7 @@
  * np ranks would then read np times the model from a file system that is
  * slower than the network. The moments never cross the network.
  */
-#include "lecture.h" /* zero_state, zero1_train_step: the ZeRO-1 step this trains with */
+#include "kit.h" /* zero_state, zero1_train_step: the ZeRO-1 step this trains with */
 #include "xt_nn.h"
 
 #include <errno.h>

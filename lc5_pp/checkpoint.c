@@ -22,7 +22,7 @@
  *
  * One process: no messages.
  */
-#include "lecture.h" /* pp_case_stages, pp_case_done, pp_checkpoint_demo */
+#include "kit.h" /* the lecture's kit: the pipeline stage, the case set-up and demo */
 #include "xt_nn.h"
 
 #include <stdlib.h>

@@ -30,7 +30,7 @@
  * 4 all-reduces of n d per block per micro-batch and the embedding's, the
  * head's and the cross-entropy's.
  */
-#include "xt_nn.h"
+#include "kit.h" /* the lecture's kit: the tensor-parallel stage, the mesh */
 
 #include <math.h>
 #include <stdio.h>

@@ -22,7 +22,7 @@
  * r > 0): 2(p-1) messages in the whole pipeline, independent of the layers
  * inside the stages.
  */
-#include "lecture.h" /* pp_case_stage, pp_case_layout_runs, pp_case_done, pp_demo */
+#include "kit.h" /* the lecture's kit: the pipeline stage, the case set-up and demo */
 #include "xt_nn.h"
 
 #include <stdint.h>

@@ -41,7 +41,7 @@
  * of the own heads: T (2 W_q + 2 W_kv) / np + T hq / np floats until the
  * backward.
  */
-#include "xt_nn.h"
+#include "kit.h" /* the lecture's kit: attention blocks, tiles of scores */
 
 #include <math.h>
 #include <stdio.h>

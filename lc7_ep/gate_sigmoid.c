@@ -31,7 +31,7 @@
  * own tokens (across ranks the loads would be summed first: one
  * all-reduce of E counts).
  */
-#include "xt_nn.h"
+#include "kit.h" /* the lecture's kit: routing, the expert bank */
 
 #include <math.h>
 #include <stdio.h>

@@ -41,7 +41,7 @@
  * forward, 2 backward). With a capacity no rank receives more than np C rows
  * per expert, whatever the routing.
  */
-#include "lecture.h" /* ep_layer_read */
+#include "kit.h" /* ep_layer_read, the expert bank */
 #include "xt_nn.h"
 
 #include <limits.h>

@@ -26,7 +26,7 @@
  * the E experts would spend 6 E T d ff: the parameters grow with E, the
  * compute with k. Memory: the k T grouped rows (d + 2 ff floats each).
  */
-#include "lecture.h"
+#include "kit.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -26,34 +26,26 @@
  *   peek       tries to read rank 0's input file directly (refused in case mode)
  *   nullout    hands back a NULL output that should hold elements
  *   print      prints a line on stdout and one on stderr (the case's output file)
- *   stage      runs two pipeline stages (chunks 0 and 1) over two micro-batches: the
- *              record's S lines must list the calls in order (grader/selftest.py)
+ *   event      logs events of two kinds a kit would declare (xt_event_kind, xt_event): the
+ *              record must list them in order, after each kind's description
+ *              (grader/selftest.py)
  */
 #include "xt_harness.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* F0/0 F0/1 F1/0 F1/1, B0/1 B0/0, I1/1 I1/0 W1/0 W1/1 (micro-batch/chunk): 10 S lines. */
-static void stages(void)
+/* Q 0 .. Q 4 interleaved with R 0, R 1, each with the clock: "Q <i> <start> <end>". */
+static void events(void)
 {
-    int dims[3] = {3, 4, 2};
-    xt_stage *s[2] = {xt_stage_new(2, dims, XT_GELU, XT_MSE, 0, 1, 0),
-                      xt_stage_new(2, dims, XT_GELU, XT_MSE, 1, 1, 1)};
-    float x[2 * 3] = {1, 2, 3, -1, 0, 1}, h[2][2 * 4], y[2 * 2], target[2 * 2] = {0}, dh[2 * 4];
-    for (int b = 0; b < 2; b++) {
-        xt_stage_forward(s[0], b, x, 2, h[b]);
-        xt_stage_forward(s[1], b, h[b], 2, y);
-        xt_stage_loss(s[1], b, target, 0.5f);
+    xt_event_kind("Q", "test event: index start end");
+    xt_event_kind("RR", "another kind: index");
+    for (int i = 0; i < 5; i++) {
+        double start = xt_case_clock();
+        xt_event("Q", "%d %.6f %.6f", i, start, xt_case_clock());
+        if (i % 2)
+            xt_event("RR", "%d", i / 2);
     }
-    xt_stage_backward(s[1], 0, NULL, dh);
-    xt_stage_backward(s[0], 0, dh, NULL);
-    xt_stage_backward_input(s[1], 1, NULL, dh);
-    xt_stage_backward_input(s[0], 1, dh, NULL);
-    xt_stage_backward_weight(s[0], 1);
-    xt_stage_backward_weight(s[1], 1);
-    xt_stage_free(s[0]);
-    xt_stage_free(s[1]);
 }
 
 static void run_case(xt_case *c)
@@ -220,8 +212,8 @@ static void run_case(xt_case *c)
         printf("case %s rank %d of %d\n", xt_case_str(c, "index"), rank, np);
         fprintf(stderr, "stderr of rank %d\n", rank);
     }
-    if (xt_case_is(c, "stage"))
-        stages();
+    if (xt_case_is(c, "event"))
+        events();
     int32_t who[2] = {rank, np};
     xt_case_output(c, "y", y, XT_F32, x.count);
     xt_case_output(c, "who", who, XT_I32, 2);

@@ -44,7 +44,7 @@
  * between r and p-1-r (the stage's parameter count in floats), and one float
  * each way between 0 and p-1.
  */
-#include "lecture.h" /* pp_case_stages, pp_case_done, pp_demo */
+#include "kit.h" /* the lecture's kit: the pipeline stage, the case set-up and demo */
 #include "xt_nn.h"
 
 #include <stdlib.h>

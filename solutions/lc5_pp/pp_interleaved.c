@@ -28,7 +28,7 @@
  * The loss is the mean over the whole batch: each micro-batch's loss gradient
  * carries 1/M. At np = 1 every boundary is inside the rank: a local copy.
  */
-#include "lecture.h" /* pp_case_stages, pp_case_done, pp_demo */
+#include "kit.h" /* the lecture's kit: the pipeline stage, the case set-up and demo */
 #include "xt_nn.h"
 
 #include <stdlib.h>

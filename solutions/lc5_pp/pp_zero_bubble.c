@@ -28,7 +28,7 @@
  * and M input gradients back (mb_rows x its input width, r > 0): 2(p-1)M
  * messages in the whole pipeline. A W sends nothing.
  */
-#include "lecture.h" /* pp_stage_case, pp_stage_demo */
+#include "kit.h" /* the lecture's kit: the pipeline stage, the case set-up and demo */
 #include "xt_nn.h"
 
 #include <stdlib.h>

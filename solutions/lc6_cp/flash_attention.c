@@ -28,7 +28,7 @@
  * plain attention holds T^2 scores; that is what lets a GPU keep a tile in
  * its fast on-chip memory and read q, k, v from the slow one once per tile.
  */
-#include "xt_nn.h"
+#include "kit.h" /* the lecture's kit: attention blocks, tiles of scores */
 
 #include <math.h>
 #include <stdio.h>

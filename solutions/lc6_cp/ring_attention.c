@@ -31,7 +31,7 @@
  * floats each: 2 (np-1) (T/np) d floats, under 2 T d whatever np; backward
  * np-1 K/V messages and np dK/dV messages of the same size.
  */
-#include "lecture.h" /* cp_attention_case, cp_attention_demo */
+#include "kit.h" /* attention blocks; cp_attention_case, cp_attention_demo */
 #include "xt_nn.h"
 
 #include <stdio.h>

@@ -34,7 +34,7 @@
  * size: (2np-1) 2 c hkv hd 4 bytes. The same bytes as the contiguous ring:
  * zigzag only changes which rows a rank holds and which half it computes.
  */
-#include "lecture.h" /* cp_attention_case, cp_attention_demo */
+#include "kit.h" /* attention blocks; cp_attention_case, cp_attention_demo */
 
 #include <stdio.h>
 #include <stdlib.h>

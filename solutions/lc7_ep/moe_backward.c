@@ -29,7 +29,7 @@
  * d ff flops, or kept from the forward in a real layer) and twice that
  * backward (12 k T d ff), the router 4 T d E.
  */
-#include "lecture.h"
+#include "kit.h"
 
 #include <math.h>
 #include <stdio.h>

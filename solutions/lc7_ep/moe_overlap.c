@@ -30,7 +30,7 @@
  * What the overlap saves is at most the shorter of an exchange and a
  * micro-batch's experts, twice.
  */
-#include "lecture.h" /* ep_layer_read */
+#include "kit.h" /* ep_layer_read, the expert bank */
 #include "xt_nn.h"
 
 #include <math.h>

@@ -17,11 +17,15 @@ from lectures.lc5_pp.parallel_3d import parallel_3d_step
 from lectures.lc5_pp.schedule import demo_timeline
 from lectures.lc5_pp.schedules import pp_gpipe_step
 from lectures.lc5_pp.zero_bubble import pp_zero_bubble_step
+from lectures.lc5_pp.events import StageCall
 
 TITLE = "pipeline parallelism"
 
 # The report time of make grade LC=N SOL=1 on a 2-core machine (measured; the README's table).
 GRADE_SECONDS = 10
+
+# What the lecture's kit logs in a case record (events.py registers each kind's parser).
+KIT_EVENTS = [StageCall]
 
 TESTS = [checkpoint_step, pp_layers, pp_basic_step, pp_gpipe_step, pp_1f1b_step,
          pp_interleaved_step, interleaved_refuses_m, pp_zero_bubble_step, pp_dualpipe_step,

@@ -40,6 +40,7 @@ import spec
 from benchlib import TrainingRun, build_program, ms, tree_of
 from testkit import bench_results, fresh, mutant_tree, run_bench, tail
 from lectures.lc5_pp import pp, schedule
+from lectures.lc5_pp.events import StageCall
 
 ABOUT = "one batch, GPipe, 1F1B, interleaved, ZB-H1 and DualPipe steps: time, bubble measured and " \
         "formula, in-flight micro-batches, activation memory"
@@ -401,7 +402,7 @@ def test_schedule_replay(s):
     formula on every rank; an order that cannot run is named (negative control)."""
     sch = schedule
     def logs(ops_of_rank, p, v=1):
-        return {r: [records.StageCall(o.op, o.mb, o.chunk, 0.0, 0.0, o.chunk * p + r, 1)
+        return {r: [StageCall(o.op, o.mb, o.chunk, 0.0, 0.0, o.chunk * p + r, 1)
                     for o in ops_of_rank(r)] for r in range(p)}
 
     bad = []
@@ -428,8 +429,8 @@ def test_schedule_replay(s):
              "on its half's chunks, each W after its I; it runs, idles exactly np/2-1, at most "
              "np+1 in flight; full backwards idle more (negative control)", not bad, bad[:5])
     # Rank 0 runs B0 before rank 1, the last stage, has run its own: it can never start.
-    wrong = {0: [records.StageCall("F", 0, 0, 0, 0, 0, 1), records.StageCall("B", 0, 0, 0, 0, 0, 1)],
-             1: [records.StageCall("B", 0, 0, 0, 0, 1, 1), records.StageCall("F", 0, 0, 0, 0, 1, 1)]}
+    wrong = {0: [StageCall("F", 0, 0, 0, 0, 0, 1), StageCall("B", 0, 0, 0, 0, 0, 1)],
+             1: [StageCall("B", 0, 0, 0, 0, 1, 1), StageCall("F", 0, 0, 0, 0, 1, 1)]}
     rp = sch.replay(wrong, 2)
     s.record("schedule replay: a backward before its forward is named as an order that cannot "
              "run (negative control)",

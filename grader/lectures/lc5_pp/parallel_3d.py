@@ -37,7 +37,7 @@ communicator, the world, the mesh's own communicator or any other.
 import numpy as np
 
 import nn
-from records import StageCall
+from lectures.lc5_pp.events import StageCall
 from spec import Case, amount, disagreement, hinted, test
 from training import LOSS_TOLERANCE
 from lectures.lc4_tp.model import (GRAD_RTOL, NAMES, PARAM_TOLERANCE, hyperparameters,

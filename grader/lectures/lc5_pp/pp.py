@@ -18,7 +18,7 @@ whole term. Measured (grade.py --margins): see each module.
 import numpy as np
 
 import nn
-from records import StageCall
+from lectures.lc5_pp.events import StageCall
 from spec import OfScale, amount, point_to_point_only
 from lectures.lc5_pp import schedule
 

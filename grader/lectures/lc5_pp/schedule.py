@@ -24,7 +24,8 @@ import dataclasses
 import html
 import textwrap
 
-from records import StageCall, read_record
+from lectures.lc5_pp.events import StageCall
+from records import read_record
 
 
 UNITS = {"F": 1, "B": 2, "I": 1, "W": 1, "N": 1}

@@ -4,7 +4,7 @@ Every expected value is one process's computation in NumPy (float64): a
 softmax, or causal attention over the whole sequence (grader/nn.py's
 attention blocks), of which each rank must hold its positions' rows. How it
 was computed is checked from every message (PMPI) and from the attention
-blocks each rank computed (libxt logs them: their masks, the position pairs
+blocks each rank computed (the lecture's kit logs them: their masks, the position pairs
 they covered, and the receives pending while they ran).
 """
 
@@ -15,11 +15,15 @@ from lectures.lc6_cp.softmax import (lse_merge, online_softmax, ring_online_soft
 from lectures.lc6_cp.ulysses import (ulysses_attention_backward, ulysses_attention_forward,
                                      ulysses_heads_to_seq, ulysses_seq_to_heads)
 from lectures.lc6_cp.zigzag import zigzag_attention_backward, zigzag_attention_forward
+from lectures.lc6_cp.events import AttnCall
 
 TITLE = "context parallelism"
 
 # The report time of make grade LC=N SOL=1 on a 2-core machine (measured; the README's table).
 GRADE_SECONDS = 8
+
+# What the lecture's kit logs in a case record (events.py registers each kind's parser).
+KIT_EVENTS = [AttnCall]
 
 TESTS = [online_softmax, lse_merge, softmax_backward,
          flash_attention_forward, flash_attention_backward,

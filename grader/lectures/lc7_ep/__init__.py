@@ -4,7 +4,7 @@ Every expected value is one process's computation in NumPy (float64): the
 routing, or one dense MoE layer with every token on one process (nn.Moe),
 of which each rank must hold its own tokens' outputs and its own experts'
 gradients. How it was computed is checked from every message (PMPI) and
-from the experts' calls each rank made (libxt logs them: which expert, how
+from the experts' calls each rank made (the lecture's kit logs them: which expert, how
 many tokens, and the exchanges pending while it ran).
 """
 
@@ -13,11 +13,15 @@ from lectures.lc7_ep.layer import moe_backward, moe_forward
 from lectures.lc7_ep.overlap import experts_exchange, moe_overlap_forward
 from lectures.lc7_ep.routing import (gate_bias_update, gate_sigmoid_forward, seq_balance_loss,
                                      topk_backward, topk_forward)
+from lectures.lc7_ep.events import ExpertCall
 
 TITLE = "mixture of experts and expert parallelism"
 
 # The report time of make grade LC=N SOL=1 on a 2-core machine (measured; the README's table).
 GRADE_SECONDS = 5
+
+# What the lecture's kit logs in a case record (events.py registers each kind's parser).
+KIT_EVENTS = [ExpertCall]
 
 TESTS = [topk_forward, topk_backward,
          gate_sigmoid_forward, gate_bias_update, seq_balance_loss,

@@ -6,7 +6,8 @@
  * named after its dimension (and the duplicate "mesh"), so that the case
  * record says on which group each message went.
  */
-#include "xt_internal.h"
+#include "kit.h"
+#include "xt_harness.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -133,10 +134,10 @@ void xt_mesh_init(xt_mesh *m, const char *description, MPI_Comm comm)
     /* Named after what they are, for MPI's tools and for the record: a message on the pp
      * group is logged on "other@pp", one on the mesh's own communicator on "other@mesh". */
     PMPI_Comm_set_name(m->comm, "mesh");
-    xti_comm_set_group(m->comm, "mesh");
+    xt_comm_name_group(m->comm, "mesh");
     for (int d = 0; d < m->ndims; d++) {
         PMPI_Comm_set_name(m->group[d], m->names[d]);
-        xti_comm_set_group(m->group[d], m->names[d]);
+        xt_comm_name_group(m->group[d], m->names[d]);
     }
 }
 
@@ -184,11 +185,11 @@ void xt_mesh_free(xt_mesh *m)
 {
     for (int d = 0; d < XT_MESH_MAX_DIMS; d++)
         if (m->group[d] != MPI_COMM_NULL) {
-            xti_comm_set_group(m->group[d], NULL);
+            xt_comm_name_group(m->group[d], NULL);
             PMPI_Comm_free(&m->group[d]);
         }
     if (m->comm != MPI_COMM_NULL) {
-        xti_comm_set_group(m->comm, NULL);
+        xt_comm_name_group(m->comm, NULL);
         PMPI_Comm_free(&m->comm);
     }
     m->ndims = 0;
@@ -230,7 +231,7 @@ static void put(text *t, int indent, const char *fmt, ...)
 
 void xt_mesh_print(const xt_mesh *m)
 {
-    if (xti.case_index >= 0) /* a graded case prints nothing of it */
+    if (xt_case_running()) /* a graded case prints nothing of it */
         return;
     int rank, np;
     PMPI_Comm_rank(m->comm, &rank);

@@ -1,6 +1,6 @@
 /*
  * tp_stage.c: a tensor-parallel pipeline stage of a decoder language model
- * (xt_nn.h): decoder blocks first .. first+count-1 of `layers`, with the
+ * (kit.h): decoder blocks first .. first+count-1 of `layers`, with the
  * embedding on the first stage and the final RMSNorm, the head and the
  * cross-entropy on the last, each tensor split over a tensor-parallel
  * communicator in the Megatron way:
@@ -18,10 +18,12 @@
  * case record shows them there. Several micro-batches may be in flight, in
  * any order, each keeping its activations (XT_MEM_ACTIVATIONS) from its
  * forward to its backward; each forward and backward is logged as stage.c's
- * are (record.c's S lines), the stage's first block and block count standing
+ * are (S events, stage_log.c), the stage's first block and block count standing
  * for its layers.
  */
-#include "xt_internal.h"
+#include "kit.h"
+#include "stage_log.h"
+#include "xt_harness.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -452,7 +454,7 @@ static slot *in_flight(xt_tp_stage *s, int mb, const char *fn)
 void xt_tp_stage_forward(xt_tp_stage *s, int mb, const int *tokens, const float *x, int batch,
                          int T, float *y)
 {
-    xti_stage_began began = xti_stage_begin();
+    pp_stage_began began = pp_stage_begin();
     XT_CHECK(mb >= 0 && batch >= 1 && T >= 1,
              "xt_tp_stage_forward: micro-batch %d of %d sequences of %d tokens", mb, batch, T);
     XT_CHECK(s->is_first ? tokens != NULL : x != NULL,
@@ -503,7 +505,7 @@ void xt_tp_stage_forward(xt_tp_stage *s, int mb, const int *tokens, const float 
         xt_free(in);
     }
     xt_free(out);
-    xti_record_stage('F', mb, s->chunk, s->first, s->count, began);
+    pp_stage_event('F', mb, s->chunk, s->first, s->count, began);
 }
 
 float xt_tp_stage_loss(xt_tp_stage *s, int mb, const int *targets, float scale)
@@ -529,7 +531,7 @@ float xt_tp_stage_loss(xt_tp_stage *s, int mb, const int *targets, float scale)
 
 void xt_tp_stage_backward(xt_tp_stage *s, int mb, const float *dy, float *dx)
 {
-    xti_stage_began began = xti_stage_begin();
+    pp_stage_began began = pp_stage_begin();
     slot *t = in_flight(s, mb, "xt_tp_stage_backward");
     int n = t->batch * t->T, d = s->d;
     long nd = (long)n * d;
@@ -570,5 +572,5 @@ void xt_tp_stage_backward(xt_tp_stage *s, int mb, const float *dy, float *dx)
     }
     xt_free(g);
     release(t, s->count);
-    xti_record_stage('B', mb, s->chunk, s->first, s->count, began);
+    pp_stage_event('B', mb, s->chunk, s->first, s->count, began);
 }

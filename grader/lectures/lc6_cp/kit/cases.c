@@ -1,9 +1,9 @@
 /*
- * lecture.c: lecture 6's case set-up and demo (lecture.h). The demo's own
+ * cases.c: lecture 6's case set-up and demo (kit.h). The demo's own
  * communication (whether every rank matched) goes through PMPI, so that a
  * trace or a count shows only what the exercise did.
  */
-#include "lecture.h"
+#include "kit.h"
 #include "xt_harness.h" /* XT_MPI_CHECK, xt_mpi_stats_get */
 
 #include <math.h>

@@ -1,7 +1,7 @@
 /*
- * lecture.c: lecture 5's case set-up and demo (lecture.h).
+ * cases.c: lecture 5's case set-up and demo (kit.h).
  */
-#include "lecture.h"
+#include "kit.h"
 #include "xt_harness.h" /* xt_act_from_name, xt_loss_from_name */
 
 #include <math.h>

@@ -1,11 +1,13 @@
 /*
- * stage.c: a pipeline stage (xt_nn.h): a few consecutive layers of the
- * MLP (nn.c), with as many micro-batches in flight as a schedule wants. Every
+ * stage.c: a pipeline stage (kit.h): a few consecutive layers of libxt's
+ * MLP, with as many micro-batches in flight as a schedule wants. Every
  * forward, backward, input part and weight part is logged in the case
- * record (record.c's S lines), with libxt's clock, so that the grader can see
- * the schedule that ran.
+ * record (an S event, stage_log.c), so that the grader can see the schedule
+ * that ran.
  */
-#include "xt_internal.h"
+#include "kit.h"
+#include "stage_log.h"
+#include "xt_harness.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -192,7 +194,7 @@ static int has_act(const xt_stage *s, int j)
 
 void xt_stage_forward(xt_stage *s, int mb, const float *x, int rows, float *y)
 {
-    xti_stage_began began = xti_stage_begin();
+    pp_stage_began began = pp_stage_begin();
     XT_CHECK(mb >= 0, "xt_stage_forward: micro-batch %d is negative", mb);
     XT_CHECK(rows >= 0, "xt_stage_forward(micro-batch %d): %d rows", mb, rows);
     XT_CHECK(!find(s, mb),
@@ -230,7 +232,7 @@ void xt_stage_forward(xt_stage *s, int mb, const float *x, int rows, float *y)
     }
     memcpy(y, post_of(s, t, s->count - 1), sizeof(float) * (size_t)rows * (size_t)xt_stage_out(s));
     s->forwards++;
-    xti_record_stage('F', mb, s->chunk, s->first, s->count, began);
+    pp_stage_event('F', mb, s->chunk, s->first, s->count, began);
 }
 
 float xt_stage_loss(xt_stage *s, int mb, const void *target, float scale)
@@ -312,7 +314,7 @@ static void weight_part(xt_stage *s, slot *t)
 
 void xt_stage_infer(xt_stage *s, const float *x, int rows, float *y)
 {
-    xti_stage_began began = xti_stage_begin();
+    pp_stage_began began = pp_stage_begin();
     XT_CHECK(rows >= 0, "xt_stage_infer: %d rows", rows);
     /* Two buffers of the widest layer, taken in turn, freed before returning. */
     int widest = 1;
@@ -336,12 +338,12 @@ void xt_stage_infer(xt_stage *s, const float *x, int rows, float *y)
     xt_free(buf[0]);
     xt_free(buf[1]);
     s->forwards++;
-    xti_record_stage('N', -1, s->chunk, s->first, s->count, began);
+    pp_stage_event('N', -1, s->chunk, s->first, s->count, began);
 }
 
 void xt_stage_backward(xt_stage *s, int mb, const float *dy, float *dx)
 {
-    xti_stage_began began = xti_stage_begin();
+    pp_stage_began began = pp_stage_begin();
     slot *t = in_flight(s, mb, "xt_stage_backward");
     XT_CHECK(t->state != INPUT_DONE,
              "xt_stage_backward(micro-batch %d): its input part already ran: finish it with "
@@ -349,25 +351,25 @@ void xt_stage_backward(xt_stage *s, int mb, const float *dy, float *dx)
              mb);
     input_part(s, t, "xt_stage_backward", dy, dx);
     weight_part(s, t);
-    xti_record_stage('B', mb, s->chunk, s->first, s->count, began);
+    pp_stage_event('B', mb, s->chunk, s->first, s->count, began);
 }
 
 void xt_stage_backward_input(xt_stage *s, int mb, const float *dy, float *dx)
 {
-    xti_stage_began began = xti_stage_begin();
+    pp_stage_began began = pp_stage_begin();
     slot *t = in_flight(s, mb, "xt_stage_backward_input");
     input_part(s, t, "xt_stage_backward_input", dy, dx);
-    xti_record_stage('I', mb, s->chunk, s->first, s->count, began);
+    pp_stage_event('I', mb, s->chunk, s->first, s->count, began);
 }
 
 void xt_stage_backward_weight(xt_stage *s, int mb)
 {
-    xti_stage_began began = xti_stage_begin();
+    pp_stage_began began = pp_stage_begin();
     slot *t = in_flight(s, mb, "xt_stage_backward_weight");
     XT_CHECK(t->state == INPUT_DONE,
              "xt_stage_backward_weight(micro-batch %d): its input part has not run: call "
              "xt_stage_backward_input first",
              mb);
     weight_part(s, t);
-    xti_record_stage('W', mb, s->chunk, s->first, s->count, began);
+    pp_stage_event('W', mb, s->chunk, s->first, s->count, began);
 }

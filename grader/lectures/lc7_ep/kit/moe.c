@@ -1,20 +1,22 @@
 /*
- * moe.c: the pieces a mixture-of-experts layer shares (xt_nn.h, "mixture of
- * experts"): softmax top-k routing with its backward, and a bank of SwiGLU
+ * moe.c: the pieces lecture 7's mixture-of-experts layers share (kit.h):
+ * softmax top-k routing with its backward, and a bank of SwiGLU
  * experts applied to tokens grouped by expert, one GEMM chain per expert.
  * grader/nn.py holds the NumPy twins (topk_route, experts_forward and the
  * rest).
  *
- * Each expert's call is logged in the case record as an X line (record.c):
+ * Each expert's call is logged in the case record as an X line (xt_event):
  * forward or backward, the expert's global index, the tokens it computed,
  * when, how many MPI events came before it, and how many exchanges were
  * pending while it ran. From these lines the grader counts each expert's
  * tokens against the routing histogram, and sees whether a dispatch or a
  * combine was in flight under the compute.
  */
-#include "xt_internal.h"
+#include "kit.h"
+#include "xt_harness.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void check_route(const char *fn, int T, int E, int k)
@@ -97,11 +99,49 @@ static void check_experts(const char *fn, const int *counts, int first, int ne, 
                    first + j);
 }
 
+/* The expert calls logged since the case began (or, in a demo, since the program began). */
+static xt_expert_call *log_calls;
+static long log_n, log_cap;
+
+static void log_clear(void)
+{
+    log_n = 0;
+}
+
 static void record(char op, int expert, int tokens, double start, long events)
 {
+    static int declared;
+    if (!declared) {
+        xt_event_kind("X", "expert call: F|B expert tokens start end events-before "
+                           "exchanges-pending their-bytes");
+        xt_on_case_begin(log_clear);
+        declared = 1;
+    }
     long bytes = 0;
-    int pending = xti_exchanges_pending(&bytes);
-    xti_record_expert(op, expert, tokens, start, xti_now(), events, pending, bytes);
+    int pending = xt_exchanges_pending(&bytes);
+    double end = xt_case_clock();
+    xt_event("X", "%c %d %d %.6f %.6f %ld %d %ld", op, expert, tokens, start, end, events, pending,
+             bytes);
+    if (log_n == log_cap) {
+        log_cap = log_cap ? 2 * log_cap : 64;
+        log_calls = realloc(log_calls, (size_t)log_cap * sizeof *log_calls);
+        XT_CHECK(log_calls, "out of memory for the log of expert calls");
+    }
+    log_calls[log_n++] = (xt_expert_call){.op = op,
+                                          .expert = expert,
+                                          .tokens = tokens,
+                                          .pending = pending,
+                                          .pending_bytes = bytes,
+                                          .events_before = events,
+                                          .seconds = end - start};
+}
+
+long xt_expert_log(xt_expert_call *out, long from, long max)
+{
+    long copied = 0;
+    for (long i = from; out && i < log_n && copied < max; i++)
+        out[copied++] = log_calls[i];
+    return log_n;
 }
 
 void xt_experts_forward(float *y, float *keep, const float *x, const int *counts, int first, int ne,
@@ -117,8 +157,8 @@ void xt_experts_forward(float *y, float *keep, const float *x, const int *counts
         scratch = xt_alloc(XT_MEM_ACTIVATIONS, sizeof(float) * (size_t)(3L * most * ff + 1));
     }
     for (int j = 0; j < ne; j++) {
-        double start = xti_now();
-        long events = xti_events_logged();
+        double start = xt_case_clock();
+        long events = xt_events_logged();
         int n = counts[j];
         const float *p = params + j * per;
         float *g = keep ? keep + 3 * rows * ff : scratch, *u = g + (long)n * ff,
@@ -139,8 +179,8 @@ void xt_experts_backward(float *dx, float *dparams, const float *dy, const float
     check_experts("xt_experts_backward", counts, first, ne, d, ff);
     long per = xt_expert_params(d, ff), rows = 0;
     for (int j = 0; j < ne; j++) {
-        double start = xti_now();
-        long events = xti_events_logged();
+        double start = xt_case_clock();
+        long events = xt_events_logged();
         int n = counts[j];
         const float *p = params + j * per;
         float *dp = dparams ? dparams + j * per : NULL;

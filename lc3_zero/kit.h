@@ -1,11 +1,17 @@
 /*
- * lecture.h: what this lecture's programs share beyond libxt (lecture.c),
- * found on their include path (-Igrader/lectures/<lecture>).
+ * kit.h: what lecture 3's programs are given beyond libxt, its kit (the code
+ * is in grader/lectures/lc3_zero/kit/, linked into this lecture's programs
+ * only): a ZeRO-1 rank's state and training step, which zero_checkpoint.c
+ * trains with, and the damage the grader's refusal cases do to a checkpoint.
  */
-#ifndef LECTURE_H
-#define LECTURE_H
+#ifndef LC3_KIT_H
+#define LC3_KIT_H
 
 #include "xt_nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /*
  * A ZeRO-1 rank's state, the training harness of zero_checkpoint.c: the flat
@@ -44,5 +50,9 @@ float zero1_train_step(zero_state *z, xt_mlp *m, const float *x, const void *tar
  * Collective over comm, the case's.
  */
 void zero_checkpoint_damage(xt_case *c, const char *dir, long nparams, MPI_Comm comm);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,7 +7,8 @@
  * group's communicator must carry its dimension's name (MPI_Comm_get_name,
  * and the kind a case record logs: "other@<name>"), the mesh's own "mesh".
  */
-#include "xt_internal.h" /* xti_comm_kind: what the record logs a communicator as */
+#include "kit.h"
+#include "xt_harness.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -41,9 +42,9 @@ int main(int argc, char **argv)
         snprintf(kind, sizeof kind, "other@%s", m.names[d]);
         XT_CHECK(strcmp(name, m.names[d]) == 0, "%s: the group's communicator is named \"%s\"",
                  m.names[d], name);
-        XT_CHECK(strcmp(xti_comm_kind_name(xti_comm_kind(g)), kind) == 0,
+        XT_CHECK(strcmp(xt_comm_logged_as(g), kind) == 0,
                  "%s: its messages would be logged on \"%s\", not \"%s\"", m.names[d],
-                 xti_comm_kind_name(xti_comm_kind(g)), kind);
+                 xt_comm_logged_as(g), kind);
         MPI_Comm_rank(g, &mine[0]);
         XT_CHECK(mine[0] == xt_mesh_coord(&m, m.names[d]),
                  "%s: rank %d in its group, coordinate %d", m.names[d], mine[0],
@@ -59,9 +60,8 @@ int main(int argc, char **argv)
         fprintf(f, "\n");
     }
     MPI_Group_free(&world);
-    XT_CHECK(strcmp(xti_comm_kind_name(xti_comm_kind(m.comm)), "other@mesh") == 0,
-             "the mesh's own communicator would be logged on \"%s\"",
-             xti_comm_kind_name(xti_comm_kind(m.comm)));
+    XT_CHECK(strcmp(xt_comm_logged_as(m.comm), "other@mesh") == 0,
+             "the mesh's own communicator would be logged on \"%s\"", xt_comm_logged_as(m.comm));
     XT_CHECK(xt_mesh_rank_of(&m, m.coords) == xt_rank(), "xt_mesh_rank_of(own coordinates) is %d",
              xt_mesh_rank_of(&m, m.coords));
     fclose(f);

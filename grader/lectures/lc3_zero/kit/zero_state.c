@@ -1,9 +1,8 @@
 /*
- * lecture.c: what this lecture's programs share beyond libxt, linked into each
- * of them (the Makefile links grader/lectures/<lecture>/lecture.c into every
- * program of its lecture). Here: a ZeRO-1 rank's state and training step, the
- * harness that zero_checkpoint.c trains with while it saves and re-shards the
- * state (adam_zero1.c's step, written once outside the exercise), and the
+ * zero_state.c: lecture 3's kit (kit.h), linked into each of its programs:
+ * a ZeRO-1 rank's state and training step, the harness that
+ * zero_checkpoint.c trains with while it saves and re-shards the state
+ * (adam_zero1.c's step, written once outside the exercise), and the
  * damage that the grader's refusal cases do to a checkpoint. Their
  * communication goes through PMPI so that it never shows in a program's
  * counters or trace: those stay the student's own.
@@ -14,7 +13,7 @@
  *       lo = rank * shard, count = the parameters of [lo, lo + shard) that
  *       exist: 3 3 3 1 here (0 for a rank wholly past the end)
  */
-#include "lecture.h"
+#include "kit.h"
 #include "xt_harness.h"
 
 #include <errno.h>

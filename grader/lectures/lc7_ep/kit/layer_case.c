@@ -1,7 +1,7 @@
 /*
- * lecture.c: lecture 7's case set-up (lecture.h).
+ * layer_case.c: reading a graded MoE layer's case (kit.h).
  */
-#include "lecture.h"
+#include "kit.h"
 
 #include <stdlib.h>
 
