@@ -8,7 +8,7 @@ harness.py judges them. The inputs a case reads are written here too, in the nam
 program expects.
 
 A kit's events are its lecture's business: the lecture's package registers each kind it
-logs with event_kind (grader/lectures/lc5_pp/events.py: "S" lines as StageCall in
+logs with event_kind (its events.py: a pipeline lecture's "S" lines as StageCall in
 rec.stages), and this module knows none of them.
 """
 

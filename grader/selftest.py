@@ -1807,10 +1807,14 @@ def test_lectures(s):
              not single and len(shared) >= len(used) - len(libxt_layers.DEVICE_LAYER), single)
     # Negative control: measured on one lecture's programs alone, every file it uses is one
     # lecture's, and must be reported.
-    alone = libxt_layers.single_lecture(libxt_layers.usage(".", ["lc2_dp"]))
-    s.record("libxt: a file only one lecture's programs use is reported (negative control: "
-             "the usage of " + "lc2_dp's programs alone)",
-             any("common/train.c is used by lc2_dp alone" in p for p in alone), alone[:3])
+    one = lectures.names()[-1]
+    alone = libxt_layers.single_lecture(libxt_layers.usage(".", [one]))
+    want = sorted(f for f, lecs in used.items()
+                  if one in lecs and f not in libxt_layers.DEVICE_LAYER)
+    got = sorted(p.split()[0][len("common/"):] for p in alone)
+    s.record(f"libxt: a file only one lecture's programs use is reported (negative control: "
+             f"the usage of {one}'s programs alone names all {len(want)} files they use)",
+             want and got == want, alone[:3])
     # Negative control: the same objects against layers that swap init.c's with the base, and
     # a comment naming a lecture, must both be reported.
     root = fresh("layers")
