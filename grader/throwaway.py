@@ -3,9 +3,12 @@
 In a copy of the tree, it adds a throwaway lecture in the lecture's own places
 only (solutions/<lecture>/, grader/lectures/<lecture>/, grader/mutants/<lecture>/,
 docs/<lecture>.md), lets the stub generator write its student tree, and grades
-it as a user would: the solution full marks, the stub TODO, the mutant caught,
-its hints found. Every file outside those places must be byte for byte what it
-was: nothing shared was edited to make the new lecture known.
+it as a user would: the solution full marks, the stub TODO, the mutants caught,
+its hints found. The lecture has a kit of its own (solutions/<lecture>/kit.h,
+grader/lectures/<lecture>/kit/tally.c) that logs an event kind of its own
+(TW, parsed by the lecture's events.py), and a rule on those events. Every
+file outside those places must be byte for byte what it was: nothing shared
+was edited to make the new lecture, its kit or its event kind known.
 """
 
 import hashlib
@@ -29,15 +32,18 @@ SOLUTION = """\
  * sum_ints.c: the one exercise of a throwaway lecture, which make test adds
  * to a copy of the tree to show that a lecture needs no shared file edited.
  */
+#include "kit.h" /* tally_sums */
 #include "xt.h"
 
 void sum_ranks(const int *x, int *y, int n, MPI_Comm comm)
 {
     /*
-     * TODO: y = the element-wise sum of every rank's x, on every rank.
+     * TODO: y = the element-wise sum of every rank's x, on every rank;
+     *   then tally_sums(y, n), once.
      */
     // BEGIN SOLUTION
     MPI_Allreduce(x, y, n, MPI_INT, MPI_SUM, comm);
+    tally_sums(y, n);
     // END SOLUTION
 }
 
@@ -64,13 +70,66 @@ int main(int argc, char **argv)
 }
 """
 
+KIT_HEADER = """\
+/*
+ * kit.h: the throwaway lecture's kit (grader/lectures/lc90_throwaway/kit/).
+ */
+#ifndef LC90_KIT_H
+#define LC90_KIT_H
+
+/* Logs a TW event: how many sums, and the first. */
+void tally_sums(const int *y, int n);
+
+#endif
+"""
+
+KIT_SOURCE = """\
+/*
+ * tally.c: the throwaway lecture's kit: one event kind of its own.
+ */
+#include "kit.h"
+#include "xt_harness.h"
+
+void tally_sums(const int *y, int n)
+{
+    static int declared;
+    if (!declared) {
+        xt_event_kind("TW", "tally: count first");
+        declared = 1;
+    }
+    xt_event("TW", "%d %d", n, n ? y[0] : 0);
+}
+"""
+
+EVENTS = '''"""The throwaway kit's TW events, as rec.tallies."""
+
+import records
+
+
+def parse_tally(words):
+    return int(words[0]), int(words[1])
+
+
+records.event_kind("TW", "tallies", parse_tally)
+'''
+
 MANIFEST = '''"""A throwaway lecture: its manifest and its one test."""
 
 import numpy as np
 
 from spec import exact, NPS, test
+from lectures.lc90_throwaway.events import parse_tally
 
 TITLE = "a throwaway lecture"
+
+KIT_EVENTS = [parse_tally]
+
+
+def tallied_once(case, inputs, records):
+    """Each rank tallied its sums once, through the kit (its TW event)."""
+    return [(r, f"rank {r} tallied {rec.tallies}: the kit's tally_sums, once, with "
+                f"{case['count']} sums") for r, rec in enumerate(records)
+            if [n for n, _ in rec.tallies] != [case["count"]]]
 
 
 def inputs(case, rng):
@@ -85,7 +144,7 @@ def reference(case, inputs):
 
 
 @test("sum_ints", points=5, inputs=inputs, reference=reference, tolerance=exact,
-      hint="every rank ends with the sum over all ranks")
+      rules=[tallied_once], hint="every rank ends with the sum over all ranks")
 def sum_ranks(rng):
     return [{"np": n, "count": c} for n in NPS for c in (0, 1, 7)]
 
@@ -121,6 +180,7 @@ One library call, with MPI_SUM over comm.
 
 ```c
 MPI_Allreduce(x, y, n, MPI_INT, MPI_SUM, comm);
+tally_sums(y, n);
 ```
 
 </details>
@@ -134,6 +194,14 @@ detail: rank \\d+ 'y'\\[\\d+\\] expected
 """
 
 
+MUTANT_UNTALLIED = """\
+# The sums never tallied: right values, but the kit's event is missing.
+expect: RULE
+test: sum_ranks
+detail: rank \\d+ tallied \\[\\]: the kit's tally_sums, once
+"""
+
+
 def mutant_patch():
     lines = SOLUTION.split("\n")
     at = lines.index("    MPI_Allreduce(x, y, n, MPI_INT, MPI_SUM, comm);")
@@ -142,6 +210,16 @@ def mutant_patch():
             f"@@ -{at},3 +{at},5 @@\n"
             f" {lines[at - 1]}\n-{lines[at]}\n"
             f"+    (void)comm;\n+    for (int i = 0; i < n; i++)\n+        y[i] = x[i];\n"
+            f" {lines[at + 1]}\n")
+
+
+def untallied_patch():
+    lines = SOLUTION.split("\n")
+    at = lines.index("    tally_sums(y, n);")
+    path = f"solutions/{NAME}/{EXERCISE}.c"
+    return (MUTANT_UNTALLIED + f"--- a/{path}\n+++ b/{path}\n"
+            f"@@ -{at},3 +{at},2 @@\n"
+            f" {lines[at - 1]}\n-{lines[at]}\n"
             f" {lines[at + 1]}\n")
 
 
@@ -210,7 +288,11 @@ def check(work):
     before = digests(root, places)
     write(root, f"solutions/{NAME}/{EXERCISE}.c", SOLUTION)
     write(root, f"grader/lectures/{NAME}/__init__.py", MANIFEST)
+    write(root, f"solutions/{NAME}/kit.h", KIT_HEADER)
+    write(root, f"grader/lectures/{NAME}/kit/tally.c", KIT_SOURCE)
+    write(root, f"grader/lectures/{NAME}/events.py", EVENTS)
     write(root, f"grader/mutants/{NAME}/sum_copies_own.patch", mutant_patch())
+    write(root, f"grader/mutants/{NAME}/sum_untallied.patch", untallied_patch())
     write(root, f"docs/{NAME}.md", DOC)
     out = []
 
@@ -238,9 +320,10 @@ def check(work):
                 rc == 0 and verdicts == ["OK"] and data["score"] == data["max"] == 5, lines))
     rc, data, verdicts, lines = grade([], "stubs")
     out.append(("make grade on its student tree: TODO", rc != 0 and verdicts == ["TODO"], lines))
-    rc, text = run(root, ["grader/mutants.py", "sum_copies_own"])
-    out.append(("its mutant is caught as WRONG", rc == 0 and re.search(r"^ok\s+sum_copies_own", text,
-                                                                         re.M) is not None,
+    rc, text = run(root, ["grader/mutants.py", "sum_copies_own", "sum_untallied"])
+    out.append(("its mutants are caught: WRONG values, and RULE from its kit's own event kind "
+                "(no TW event)", rc == 0 and all(re.search(rf"^ok\s+{m}", text, re.M)
+                                                 for m in ("sum_copies_own", "sum_untallied")),
                 text.splitlines()[-8:]))
     rc, text = run(root, ["grader/hints.py", "--check"])
     rc1, hint1 = run(root, ["grader/hints.py", EXERCISE])

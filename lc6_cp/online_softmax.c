@@ -58,7 +58,7 @@ void lse_merge(float *o, float *lse, const float *o_blk, const float *lse_blk, i
      * TODO: merge (o_blk, lse_blk) into (o, lse), row by row.
      *   o, o_blk rows x d. lse may be near +-1e4 (no overflow) or -inf: a -inf row has no
      *   weight and its o may hold anything, NaN too; two -inf rows give o = 0, lse = -inf.
-     *   No MPI call; libxt's xt_lse_merge is refused: write it.
+     *   No MPI call; the kit's xt_lse_merge is refused: write it.
      */
     XT_TODO("merge (o_blk, lse_blk) into (o, lse), row by row.", o, lse, o_blk, lse_blk, rows, d);
 }

@@ -82,7 +82,7 @@ static void run_case(xt_case *c)
 /*
  * T = 6 tokens per rank (micro-batches of 3), d 4, E = 4 experts of ff 8, k 2. Each
  * micro-batch's rows per destination rank, the order of each rank's expert calls
- * (libxt's log: the rows, and the exchanges pending meanwhile), and y beside one
+ * (the kit's log: the rows, and the exchanges pending meanwhile), and y beside one
  * process's layer.
  */
 static void demo(MPI_Comm comm)
@@ -133,7 +133,7 @@ static void demo(MPI_Comm comm)
     const char *what[2] = {"micro-batch 1's dispatch", "micro-batch 0's combine"};
     for (int m = 0; m < 2; m++) {
         xt_printf_root(comm,
-                       "\nexperts of micro-batch %d, meant to run under %s\n(libxt's "
+                       "\nexperts of micro-batch %d, meant to run under %s\n(the kit's "
                        "log: expert:rows, receives still pending meanwhile):\n",
                        m, what[m]);
         char order[160];

@@ -3,7 +3,7 @@
  * 4's decoder language model trained on a mesh of pp x dp x tp ranks.
  * docs/lc5_pp.md#parallel_3d
  *
- * libxt's mesh lays the ranks out on a grid in Megatron-LM's order, tp
+ * The kit's mesh lays the ranks out on a grid in Megatron-LM's order, tp
  * varying fastest and pp slowest ("pp=2,dp=2,tp=2": rank = 4 pp + 2 dp + tp),
  * and gives every rank one communicator per dimension:
  *
@@ -14,7 +14,7 @@
  *
  *     tp groups {0,1} {2,3} {4,5} {6,7}: one stage's tensors split in two;
  *               every block all-reduces n d floats twice forward and twice
- *               backward (inside libxt's xt_tp_stage): neighbours, the
+ *               backward (inside the kit's xt_tp_stage): neighbours, the
  *               fastest links
  *     dp groups {0,2} {1,3} {4,6} {5,7}: replicas of one shard, each on its
  *               own share of the batch; one all-reduce of the shard's

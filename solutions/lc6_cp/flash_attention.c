@@ -45,7 +45,7 @@ void flash_attention_forward(float *o, float *lse, const float *q, const float *
      *   the grader counts: the tiles holding a visible key, each once, none above the diagonal.
      *   Scratch only through xt_alloc, all freed, its peak at most one tile's worth (docs:
      *   4 (2 br bc + 4 (br + bc)(d + 1) + T) bytes): no malloc, no variable-length array,
-     *   no stack or static array over 4 KiB. No MPI call; libxt's attention is refused.
+     *   no stack or static array over 4 KiB. No MPI call; attention already written is refused.
      */
     // BEGIN SOLUTION
     float scale = 1.0f / sqrtf((float)d);

@@ -118,7 +118,7 @@ static void per_peer(char *line, size_t cap, const int *counts, int np)
 /*
  * E = 2 np experts of d = 4, ff = 8; rank s sends expert e (s + 2 e) % 3 rows, none
  * to the last rank's experts, which therefore receives nothing. Each rank's counts,
- * the order in which its expert calls ran (libxt's log: the rows each computed, and
+ * the order in which its expert calls ran (the kit's log: the rows each computed, and
  * whether an exchange was pending), and its outputs beside one process's.
  */
 static void demo(MPI_Comm comm)

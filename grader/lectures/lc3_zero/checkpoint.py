@@ -2,7 +2,7 @@
 
 One case runs on np = max(save_np, load_np) ranks. Phase 1: case ranks
 0 .. save_np-1 broadcast rank 0's weights w0, train steps1 ZeRO-1 AdamW
-steps (zero1_train_step, the lecture's lecture.c) and call zero_checkpoint_save; then
+steps (zero1_train_step, the lecture's kit) and call zero_checkpoint_save; then
 everything is freed. Phase 2: load_np ranks in a rotated order (new rank i
 is case rank (i + 1) % np) set up a fresh ZeRO-1 state, call
 zero_checkpoint_load and train the remaining steps. Every rank gets every
@@ -55,7 +55,7 @@ the case's directory of the grader's launch, one per group of ranks, so it
 goes with the rest of the launch's files when the grader next runs.
 
 load_refuses_damage: the same program, a few cases in which the lecture's
-zero_checkpoint_damage (lecture.c, called by run_case between the save and
+zero_checkpoint_damage (the kit's, called by run_case between the save and
 the load; the exercise file reaches files only through MPI-IO) cuts a
 shard short, gives it another save's step or zeroes meta.bin's magic. The
 loader must stop the run with an error raised in zero_checkpoint.c that
@@ -358,7 +358,7 @@ def zero_checkpoint(rng):
 
 # ------------------------------------------------------------ damaged checkpoints
 
-# (damage, save_np, load_np, model): lecture.c's zero_checkpoint_damage does it
+# (damage, save_np, load_np, model): the kit's zero_checkpoint_damage does it
 # between the save and the load. np = 2 runs first, so the truncation is the
 # case a loader that trusts its files is reported on.
 DAMAGES = [("truncate", 2, 1, 1), ("step", 2, 3, 2), ("magic", 3, 2, 0)]

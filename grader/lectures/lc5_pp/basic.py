@@ -8,7 +8,7 @@ with no layers cannot exist in a pipeline, and the contract excludes it.
 libxt's xt_block is refused here, since it is the answer.
 
 pp_basic_step's program builds each rank's stage from the student's own
-pp_layers (run_case, through lecture.c's pp_case_stage), so a wrong split
+pp_layers (run_case, through the kit's pp_case_stage), so a wrong split
 fails here too: the layers each rank's stage holds are checked first
 against the model's split, then every rank's stage gradients and the last
 rank's loss against one process's step on the whole batch (pp.py with M = 1,

@@ -8,7 +8,7 @@ same as a pipeline's with one rank holding nseg chunks, M = 1). The rules,
 from the case record:
 
   - activations: the peak of XT_MEM_ACTIVATIONS (the saved inputs, which
-    the program allocates, and what libxt's stage keeps) is at most
+    the program allocates, and what the kit's stage keeps) is at most
 
         4 rows (in_0 + ... + in_{nseg-1})                  the saved inputs
       + max_k 4 rows (in_k + 3 S_k [+ out, the last])      one segment

@@ -14,7 +14,7 @@ the head layout its forward saves), a few rounds, one launch per program and np:
 - ulysses: ulysses_attention.c, all-to-alls around whole-sequence attention on the own
   heads, the backward from the head layout the forward saved.
 
-From the case records (libxt logs every attention block a rank computes, an A line):
+From the case records (the lecture's kit logs every attention block a rank computes, an A line):
 
 - step: the case's time, the slowest rank's (best and median of the rounds);
 - compute: the busiest rank's attention blocks (the sum of its A lines' durations), and
@@ -430,7 +430,7 @@ def run(args):
          f"measured rounds of a forward case and a backward case, as the grader runs them; "
          f"every round's outputs checked against NumPy (float64)")
     note("step: ms per case, the slowest rank's, best and median of the rounds; compute: the "
-         "busiest rank's attention blocks (libxt's log), median; other: step - compute, the "
+         "busiest rank's attention blocks (the kit's log), median; other: step - compute, the "
          "time the busiest rank was not computing (messages, waiting, merges, the case's "
          "inputs); under compute: the share of the bytes received whose receive was pending "
          "while a block ran")

@@ -1,7 +1,7 @@
 """What lecture 6's tests share: a sequence's layout over the ranks, the
 attention cases and their inputs, the reference (causal attention over the
 whole sequence, float64), and the rules read from the messages and from the
-attention blocks each rank computed (libxt's A lines, records.AttnCall).
+attention blocks each rank computed (the kit's A lines, events.AttnCall).
 
 A case is a sequence of T tokens, hq query heads and hkv KV heads of hd
 dimensions, cut over np ranks by a layout:

@@ -29,8 +29,8 @@ The rules, none of which the values can show:
     first), and nothing may remain allocated at the end. The solution's peak
     is 4 (br bc + 2 br) forward and 4 (2 br bc + br) backward;
   - the object: malloc and its kin (the accounting would not see them),
-    libxt's attention (xt_attn_block_*, xt_attention_*, xt_lse_merge,
-    xt_softmax_rows) and xt_mem_reset_peak are refused, and so are
+    attention already written (the kit's xt_attn_block_* and xt_lse_merge,
+    libxt's xt_attention_* and xt_softmax_rows) and xt_mem_reset_peak are refused, and so are
     variable-length arrays, alloca, static arrays over 4 KiB and stack frames
     over 4 KiB (the source compiled once more with -Wvla -Walloca
     -Wframe-larger-than=4096, and nm -S);
@@ -213,7 +213,8 @@ def hidden_scratch(obj, source):
 FORBIDDEN = [
     (ALLOCATORS, "calls {}: the scratch is xt_alloc memory, which libxt's accounting sees"),
     (r"^(xt_attn_block_\w+|xt_attention_\w+|xt_lse_merge|xt_softmax_rows)$",
-     "calls {}, libxt's attention, which this exercise writes"),
+     "calls {}, attention already written (libxt's or the lecture kit's), which this "
+     "exercise writes"),
     (r"^xt_mem_reset_peak$", "calls {}, which would hide the scratch's peak from the grader"),
     hidden_scratch,
 ]

@@ -318,7 +318,7 @@ def backward_bytes(case):
 
 
 def heads_work(op, what):
-    """Rule: each rank runs libxt's attention op (F or B) on whole sequences of its own heads
+    """Rule: each rank runs the kit's attention op (F or B) on whole sequences of its own heads
     exactly once, T(T+1)/2 causal (query, key) pairs, and the other op never (a backward
     that recomputes the forward redoes what the saved o and lse hold)."""
     other = {"F": "B", "B": "F"}[op]

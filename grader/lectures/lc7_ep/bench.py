@@ -13,7 +13,7 @@ program, np and routing:
 under uniform routing (random tokens, a random router) and skewed routing (ep's skew: the
 last rank's experts get no token, expert 0 the most).
 
-From the case records (libxt logs every expert call, an X line, with the exchanges pending
+From the case records (the lecture's kit logs every expert call, an X line, with the exchanges pending
 while it ran):
 
 - step: the case's time, the slowest rank's (best and median of the rounds);
@@ -265,7 +265,7 @@ def run(args):
          f"{rounds} measured rounds, as the grader runs a case; every round's y checked "
          f"against NumPy (float64)")
     note("step: ms per case, the slowest rank's, best and median of the rounds; experts: the "
-         "busiest rank's expert compute (libxt's log), median; other: step - experts, the "
+         "busiest rank's expert compute (the kit's log), median; other: step - experts, the "
          "time the busiest rank was not computing experts; under exchange: the share of "
          "every rank's expert compute that ran with an exchange pending")
     if max(nps) > trun.cores:

@@ -1,7 +1,7 @@
 """What lecture 7's tests share: MoE layer cases and their inputs, the routing
 and its capacity, the reference (one dense MoE layer in float64, every token
 on one process: nn.Moe), and the rules read from the experts' calls each rank
-made (libxt's X lines, records.ExpertCall).
+made (the kit's X lines, events.ExpertCall).
 
 A case is T tokens on each of np ranks (rank-distinct x, T x d), a router Wr
 (d x E, the same on every rank), E SwiGLU experts of hidden size ff

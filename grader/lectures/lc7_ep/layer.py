@@ -23,7 +23,7 @@ tolerance) and 0.1 to 0.5 backward, with alpha = 0 in one case of each (the bala
 loss's gradient path is invisible there, and must not break anything); np 1 and 2.
 
 Rules: no MPI call at all (no_communication: the signatures take no communicator).
-Forbidden: libxt's bank of experts (xt_experts_forward/_backward: grouping the tokens
+Forbidden: the kit's bank of experts (xt_experts_forward/_backward: grouping the tokens
 and applying each expert is this exercise), and in the backward SwiGLU's backward
 (xt_swiglu_backward, xt_silu_backward: the derivative of silu is the course's defect,
 written by hand here). xt_swiglu_forward is allowed in both: one expert's forward on its
@@ -196,7 +196,7 @@ def routed_work(passes):
 RULES = [no_communication("one MoE layer", has_comm=False)]
 
 BANK = (r"^xt_experts_(forward|backward)$",
-        "calls {}, libxt's bank of experts, which is what this exercise writes: group the "
+        "calls {}, the lecture kit's bank of experts, which is what this exercise writes: group the "
         "choices by expert and apply each expert to its rows yourself")
 
 

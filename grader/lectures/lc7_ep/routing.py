@@ -5,7 +5,7 @@ graded at np = 1, each case's inputs drawn fresh (and, in the world of several g
 the mutant runner uses, drawn again for every group).
 
 topk_gradient: the references are grader/nn.py's topk_route and topk_route_backward
-(float64), the NumPy twins of libxt's xt_topk_route and xt_topk_route_backward, which the
+(float64), the NumPy twins of the kit's xt_topk_route and xt_topk_route_backward, which the
 exercise may not call (nor xt_softmax_rows). The logits are float32 and given as they are,
 so the selection is made on the same numbers in C and in NumPy: idx is compared exactly. A
 token's row is of one kind, named in a WRONG report, cycling through: its largest logit
