@@ -9,6 +9,7 @@ Exit status: 0 only with full marks; 1 otherwise; 2 for a usage error.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -225,7 +226,7 @@ def write_readme(path):
     return 0
 
 
-def main():
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lc", help="lecture: N, lcN or lcN_name (default: every lecture)")
@@ -254,220 +255,280 @@ def main():
                          "its tolerance (for measuring tolerances)")
     ap.add_argument("--list", action="store_true", help="list the lectures (make lectures)")
     ap.add_argument("--readme", help="rewrite this README's table of lectures (make readme)")
-    args = ap.parse_args()
-    if args.list:
-        return list_lectures()
-    if args.readme:
-        return write_readme(args.readme)
+    return ap.parse_args(argv)
 
-    if args.json:
-        args.json = os.path.abspath(args.json)
-    root = os.path.dirname(HERE)
-    os.chdir(root)
-    launch.install_signal_handlers()
 
+class UsageError(Exception):
+    """A request the grade refuses (exit status 2), with the line that says why."""
+
+
+@dataclasses.dataclass
+class Request:
+    """What was asked, checked: the lectures, the seed, the tree, the device."""
+    args: argparse.Namespace
+    chosen: list
+    seed: int
+    tree: str
+    tag: str
+    version: str
+    test_device: str  # the tests' device: "cuda" for DEVICE=cuda and DEVICE=emu
+    gpu: bool
+
+
+@dataclasses.dataclass
+class Tally:
+    """What the grade found so far, across lectures."""
+    total: int = 0
+    possible: int = 0
+    matched: int = 0  # tests selected
+    slowest_start: float = 0.0
+    margins: dict = dataclasses.field(default_factory=dict)
+    case_results: list = dataclasses.field(default_factory=list)  # with CASE=: that case's
+    drill_lines: list = dataclasses.field(default_factory=list)  # what make drill's clock said
+    lectures_json: list = dataclasses.field(default_factory=list)
+
+
+# Who hears each exercise's results: make drill's clock (drill.graded), which times a drill
+# under way and ends it at full marks. Called as listener(lecture, exercise, results,
+# counted) -> lines to print; only for the student tree.
+LISTENERS = [drill.graded]
+
+
+def check_request(args):
+    """The Request, or UsageError: tools installed, the lecture known, options that go
+    together."""
     missing = tool_problems()
     if missing:
         pkgs = sorted({p for _, p in missing})
-        print(f"grade: missing {', '.join(t for t, _ in missing)}; install them with:\n"
-              f"  sudo apt-get install -y {' '.join(pkgs)}\n(or run: make deps)", file=sys.stderr)
-        return 2
-
+        raise UsageError(f"grade: missing {', '.join(t for t, _ in missing)}; install them "
+                         f"with:\n  sudo apt-get install -y {' '.join(pkgs)}\n(or run: make deps)")
     if args.lc:
         lec = lectures.resolve(args.lc)
         if not lec:
-            print(f"grade: no lecture {args.lc!r}; there are: {', '.join(lectures.names())}",
-                  file=sys.stderr)
-            return 2
+            raise UsageError(f"grade: no lecture {args.lc!r}; there are: "
+                             f"{', '.join(lectures.names())}")
         chosen = [lec]
     else:
         chosen = lectures.names()
-
     if args.coverage and (args.san or args.device != "cpu"):
-        print("grade: --coverage builds the CPU programs for gcov alone: no --san, no --device",
-              file=sys.stderr)
-        return 2
+        raise UsageError("grade: --coverage builds the CPU programs for gcov alone: no --san, "
+                         "no --device")
     if args.san and args.device != "cpu":
-        print(f"grade: SAN=1 builds the CPU programs with AddressSanitizer; DEVICE="
-              f"{args.device} grades the CUDA exercises, which it does not cover: drop one",
-              file=sys.stderr)
-        return 2
+        raise UsageError(f"grade: SAN=1 builds the CPU programs with AddressSanitizer; DEVICE="
+                         f"{args.device} grades the CUDA exercises, which it does not cover: "
+                         f"drop one")
     if args.case is not None and (args.seed is None or not args.ex):
         # A case's number depends on the seed (some tests draw their cases) and the exercise.
-        print("grade: CASE= names a case of one exercise's run: give its EX= and SEED= too, "
-              "as the report's rerun line does", file=sys.stderr)
-        return 2
+        raise UsageError("grade: CASE= names a case of one exercise's run: give its EX= and "
+                         "SEED= too, as the report's rerun line does")
     seed = args.seed if args.seed is not None else random.randrange(10**7, 10**8)
-    tree = "solutions" if args.sol else (args.tree or ".")
-    tag = tree_tag(args)
-    _, version = launch.mpi_flavor()
-    report = Report(args.quiet)
-    gpu = launch.has_gpu() if args.device == "cuda" else False
     # DEVICE=emu grades the CUDA exercises' tests, their .cu files built for the emulated
     # device (build/emu/, common/xt_cuda_emu.h).
-    test_device = "cuda" if args.device == "emu" else args.device
+    return Request(args, chosen, seed, "solutions" if args.sol else (args.tree or "."),
+                   tree_tag(args), launch.mpi_flavor()[1],
+                   "cuda" if args.device == "emu" else args.device,
+                   launch.has_gpu() if args.device == "cuda" else False)
 
-    started = time.monotonic()
-    slowest_start = 0.0
-    margins = {}
-    total = possible = 0
-    out_json = {"seed": seed, "tree": tree, "mpi": version, "lectures": []}
-    matched = 0
-    case_results = []  # with CASE=: the one case's verdict
-    drill_lines = []  # what make drill's clock said
-    for lec in chosen:
-        mod = lectures.load(lec)
-        tests = [t for t in mod.TESTS if getattr(t, "device", "cpu") == test_device]
-        if args.ex:
-            # An exact exercise or function name picks just that; otherwise a substring.
-            exact = [t for t in tests if args.ex in (t.exercise, t.name)]
-            tests = exact or [t for t in tests if args.ex in t.exercise or args.ex in t.name]
-        if not tests:
-            continue
-        exercises = []
+
+def select_tests(req, mod):
+    """(the tests to run, their exercises in order, {exercise: every test of it on this
+    device}) for one lecture's manifest; EX= picks an exact name, else a substring."""
+    args = req.args
+    tests = [t for t in mod.TESTS if getattr(t, "device", "cpu") == req.test_device]
+    if args.ex:
+        exact = [t for t in tests if args.ex in (t.exercise, t.name)]
+        tests = exact or [t for t in tests if args.ex in t.exercise or args.ex in t.name]
+    exercises = []
+    for t in tests:
+        if t.exercise not in exercises:
+            exercises.append(t.exercise)
+    every = {ex: [t for t in mod.TESTS if t.exercise == ex
+                  and getattr(t, "device", "cpu") == req.test_device] for ex in exercises}
+    if args.case is not None and tests:
+        if len(exercises) > 1:
+            raise UsageError(f"grade: CASE= is a case of one exercise; EX={args.ex} matches "
+                             f"{', '.join(exercises)}")
+        tests = case_tests(args, tests, harness.numbered_cases(every[exercises[0]], req.seed))
+        if isinstance(tests, str):
+            raise UsageError(tests)
+    return tests, exercises, every
+
+
+def build_dir_of(args):
+    if args.coverage:
+        return os.path.join("build", "cov")
+    if args.device == "emu":
+        return os.path.join("build", "emu")
+    return os.path.join("build", "san") if args.san else "build"
+
+
+def grade_exercise(req, lec, ex, ex_tests, every, source, binary, failed, tally):
+    """One exercise's results: BUILD (missing, or the compiler's errors), RULE (a forbidden
+    call in its object), or its cases run."""
+    args = req.args
+    if not os.path.exists(source):
+        return [harness.TestResult(t, verdict="BUILD", lines=[f"{source} does not exist"])
+                for t in ex_tests]
+    if binary in failed:
+        errs = builds.build_errors(failed[binary])
+        return [harness.TestResult(t, verdict="BUILD", lines=list(errs)) for t in ex_tests]
+    extra = [f for t in ex_tests for f in t.forbidden]
+    obj = ".cu.o" if args.device == "cuda" else ".o"
+    bad = builds.forbidden_calls(binary + obj, extra, source)
+    if bad:
+        return [harness.TestResult(t, verdict="RULE", lines=[f"{source} {bad[0]}"])
+                for t in ex_tests]
+    runner = harness.Runner(
+        harness.Exercise(lec, ex, source, binary, every[ex]),
+        req.seed, work_dir(req.tag, lec, ex), watchdog=args.watchdog,
+        max_np=args.max_np, only=args.case, verbose=args.verbose,
+        san=args.san, test_watchdogs=args.device != "emu")
+    results = runner.run(ex_tests)
+    tally.slowest_start = max(tally.slowest_start, runner.start_seconds)
+    tally.margins.update(runner.margins)
+    return results
+
+
+def grade_lecture(req, lec, report, tally):
+    """One lecture: its header line, its exercises built and graded, its score line, its
+    JSON entry."""
+    args = req.args
+    mod = lectures.load(lec)
+    tests, exercises, every = select_tests(req, mod)
+    if not tests:
+        return
+    tally.matched += len(tests)
+    numbered = {}
+    for ex in exercises:
+        numbered.update(harness.numbered_cases(every[ex], req.seed))
+    nps = sorted({c.np for t in tests for c in numbered[t.name] if c.np <= args.max_np})
+    where = "solutions/" if args.sol else (args.tree or "student tree")
+    alone = f"   case {args.case} alone" if args.case is not None else ""
+    san = "   AddressSanitizer" if args.san else ""
+    emu = "   emulated device" if args.device == "emu" else ""
+    report.line(f"{lec}   seed {req.seed}   np {','.join(map(str, nps))}   {req.version}   "
+                f"{where}{alone}{san}{emu}")
+    ext = ".cu" if req.test_device == "cuda" else ".c"
+    sources = {ex: os.path.normpath(os.path.join(req.tree, lec, ex + ext)) for ex in exercises}
+    binaries = {ex: os.path.join(build_dir_of(args), os.path.splitext(src)[0])
+                for ex, src in sources.items()}
+
+    lec_results = []
+    if args.device == "cuda" and not req.gpu:
         for t in tests:
-            if t.exercise not in exercises:
-                exercises.append(t.exercise)
-        every = {ex: [t for t in mod.TESTS if t.exercise == ex
-                      and getattr(t, "device", "cpu") == test_device] for ex in exercises}
-        if args.case is not None:
-            if len(exercises) > 1:
-                print(f"grade: CASE= is a case of one exercise; EX={args.ex} matches "
-                      f"{', '.join(exercises)}", file=sys.stderr)
-                return 2
-            ex = exercises[0]
-            tests = case_tests(args, tests, harness.numbered_cases(every[ex], seed))
-            if isinstance(tests, str):
-                print(tests, file=sys.stderr)
-                return 2
-        matched += len(tests)
-        numbered = {}
+            r = harness.TestResult(t, verdict="SKIPPED", lines=["no GPU on this machine"])
+            lec_results.append((t.exercise, r))
+            report.result(t.exercise, r, "", False, scored=args.case is None)
+    else:
+        failed = builds.build([binaries[ex] for ex in exercises
+                               if os.path.exists(sources[ex])], san=args.san, cov=args.coverage)
         for ex in exercises:
-            numbered.update(harness.numbered_cases(every[ex], seed))
-        nps = sorted({c.np for t in tests for c in numbered[t.name] if c.np <= args.max_np})
-        where = "solutions/" if args.sol else (args.tree or "student tree")
-        alone = f"   case {args.case} alone" if args.case is not None else ""
-        san = "   AddressSanitizer" if args.san else ""
-        emu = "   emulated device" if args.device == "emu" else ""
-        report.line(f"{lec}   seed {seed}   np {','.join(map(str, nps))}   {version}   "
-                    f"{where}{alone}{san}{emu}")
-        ext = ".cu" if test_device == "cuda" else ".c"
-        sources = {ex: os.path.normpath(os.path.join(tree, lec, ex + ext)) for ex in exercises}
-        build_dir = os.path.join("build", "san") if args.san else "build"
-        if args.coverage:
-            build_dir = os.path.join("build", "cov")
-        if args.device == "emu":
-            build_dir = os.path.join("build", "emu")
-        binaries = {ex: os.path.join(build_dir, os.path.splitext(src)[0])
-                    for ex, src in sources.items()}
-
-        lec_results = []
-        if args.device == "cuda" and not gpu:
-            for t in tests:
-                r = harness.TestResult(t, verdict="SKIPPED", lines=["no GPU on this machine"])
-                lec_results.append((t.exercise, r))
-                report.result(t.exercise, r, "", False, scored=args.case is None)
-        else:
-            missing_src = [ex for ex in exercises if not os.path.exists(sources[ex])]
-            failed = builds.build([binaries[ex] for ex in exercises
-                                    if ex not in missing_src], san=args.san,
-                                   cov=args.coverage)
-            for ex in exercises:
-                ex_tests = [t for t in tests if t.exercise == ex]
-                rerun = rerun_command(args, lec, ex, seed)
-                debug = debug_command(args, lec, ex) if args.device == "cpu" else ""
-                if ex in missing_src:
-                    results = [harness.TestResult(t, verdict="BUILD",
-                                                  lines=[f"{sources[ex]} does not exist"])
-                               for t in ex_tests]
-                elif binaries[ex] in failed:
-                    errs = builds.build_errors(failed[binaries[ex]])
-                    results = [harness.TestResult(t, verdict="BUILD", lines=list(errs))
-                               for t in ex_tests]
-                else:
-                    extra = [f for t in ex_tests for f in t.forbidden]
-                    obj = ".cu.o" if args.device == "cuda" else ".o"
-                    bad = builds.forbidden_calls(binaries[ex] + obj, extra, sources[ex])
-                    if bad:
-                        results = [harness.TestResult(t, verdict="RULE",
-                                                      lines=[f"{sources[ex]} {bad[0]}"])
-                                   for t in ex_tests]
-                    else:
-                        runner = harness.Runner(
-                            harness.Exercise(lec, ex, sources[ex], binaries[ex], every[ex]),
-                            seed, work_dir(tag, lec, ex), watchdog=args.watchdog,
-                            max_np=args.max_np, only=args.case, verbose=args.verbose,
-                            san=args.san, test_watchdogs=args.device != "emu")
-                        results = runner.run(ex_tests)
-                        slowest_start = max(slowest_start, runner.start_seconds)
-                        margins.update(runner.margins)
-                case_results.extend(results)
-                for r in results:
-                    if r.memory_damage and not args.san:
-                        r.lines.append(memory_advice(args, lec, ex, seed))
-                    lec_results.append((ex, r))
-                    report.result(ex, r, rerun, show_dir=r.verdict not in ("TODO", "BUILD"),
-                                  debug=debug, scored=args.case is None)
-                if not args.sol and not args.tree:
-                    # make drill: this exercise's drill, if one is under way, is timed
-                    # (and ended by its full marks).
-                    said = drill.graded(lec, ex, results, counted=args.case is None)
-                    drill_lines += said
+            ex_tests = [t for t in tests if t.exercise == ex]
+            results = grade_exercise(req, lec, ex, ex_tests, every, sources[ex], binaries[ex],
+                                     failed, tally)
+            tally.case_results.extend(results)
+            rerun = rerun_command(args, lec, ex, req.seed)
+            debug = debug_command(args, lec, ex) if args.device == "cpu" else ""
+            for r in results:
+                if r.memory_damage and not args.san:
+                    r.lines.append(memory_advice(args, lec, ex, req.seed))
+                lec_results.append((ex, r))
+                report.result(ex, r, rerun, show_dir=r.verdict not in ("TODO", "BUILD"),
+                              debug=debug, scored=args.case is None)
+            if not args.sol and not args.tree:
+                for listener in LISTENERS:
+                    said = listener(lec, ex, results, counted=args.case is None)
+                    tally.drill_lines += said
                     for ln in said:
                         report.line("  " + ln)
 
-        counted = [(ex, r) for ex, r in lec_results if r.verdict != "SKIPPED"]
-        got = sum(r.points for _, r in counted)
-        most = sum(r.test.points for _, r in counted)
-        total += got
-        possible += most
-        if args.case is None:
-            report.line(f"{lec}: {got}/{most}")
-            apart = [t for t in mod.TESTS if getattr(t, "device", "cpu") == "cuda"]
-            if apart and args.device == "cpu" and not args.ex:
-                for ln in wrap(f"(its CUDA exercises are graded apart, {len(apart)} tests: "
-                               f"make grade LC={lectures.number(lec)} DEVICE=emu, or "
-                               f"DEVICE=cuda on a GPU)", "  "):
-                    report.line(ln)
-        out_json["lectures"].append({
-            "name": lec, "score": got, "max": most, "nps": nps,
-            "tests": [{"exercise": ex, "test": r.test.name, "verdict": r.verdict,
-                       "points": r.points, "max": r.test.points, "seconds": round(r.seconds, 4),
-                       "cases_run": r.cases_run, "cases_failed": r.cases_failed,
-                       "case": r.case.number if r.case is not None else None,
-                       "details": r.lines, "cases": [case_json(o) for o in r.cases]}
-                      for ex, r in lec_results]})
+    counted = [(ex, r) for ex, r in lec_results if r.verdict != "SKIPPED"]
+    got = sum(r.points for _, r in counted)
+    most = sum(r.test.points for _, r in counted)
+    tally.total += got
+    tally.possible += most
+    if args.case is None:
+        report.line(f"{lec}: {got}/{most}")
+        apart = [t for t in mod.TESTS if getattr(t, "device", "cpu") == "cuda"]
+        if apart and args.device == "cpu" and not args.ex:
+            for ln in wrap(f"(its CUDA exercises are graded apart, {len(apart)} tests: "
+                           f"make grade LC={lectures.number(lec)} DEVICE=emu, or "
+                           f"DEVICE=cuda on a GPU)", "  "):
+                report.line(ln)
+    tally.lectures_json.append({
+        "name": lec, "score": got, "max": most, "nps": nps,
+        "tests": [{"exercise": ex, "test": r.test.name, "verdict": r.verdict,
+                   "points": r.points, "max": r.test.points, "seconds": round(r.seconds, 4),
+                   "cases_run": r.cases_run, "cases_failed": r.cases_failed,
+                   "case": r.case.number if r.case is not None else None,
+                   "details": r.lines, "cases": [case_json(o) for o in r.cases]}
+                  for ex, r in lec_results]})
 
-    if not matched:
-        what = f" matching EX={args.ex}" if args.ex else ""
-        dev = f" for DEVICE={args.device}" if args.device != "cpu" else ""
-        print(f"grade: no tests{what}{dev}", file=sys.stderr)
-        return 2
-    elapsed = time.monotonic() - started
-    note = harness.slow_start_note(slowest_start, socket.gethostname(), host_resolves())
+
+def summarize(req, report, tally, elapsed):
+    """The lines after the lectures: a slow start explained, a drill under way elsewhere, the
+    score (or one case's verdict), the margins if asked."""
+    args = req.args
+    note = harness.slow_start_note(tally.slowest_start, socket.gethostname(), host_resolves())
     if note:
         for ln in wrap(note, ""):
             report.line(ln)
-    if not drill_lines and not args.sol and not args.tree:
+    if not tally.drill_lines and not args.sol and not args.tree:
         other = drill.under_way()
         if other:
             report.line(other)
     if args.case is not None:
         # One case is no grade: its verdict, not points.
-        verdict = next((r.verdict for r in case_results if r.verdict != "OK"), "OK")
+        verdict = next((r.verdict for r in tally.case_results if r.verdict != "OK"), "OK")
         report.line(f"Case {args.case}: {verdict} (one case: no score)   ({elapsed:.1f} s)")
     else:
-        report.line(f"Score: {total}/{possible}   ({elapsed:.1f} s)")
+        report.line(f"Score: {tally.total}/{tally.possible}   ({elapsed:.1f} s)")
     if args.margins:
-        for name, (ratio, label, output) in sorted(margins.items()):
+        for name, (ratio, label, output) in sorted(tally.margins.items()):
             report.line(f"margin  {name:24} {ratio:9.2e} of the tolerance   ({label}: "
                         f"'{output}')")
-    out_json.update({"score": total, "max": possible, "seconds": round(elapsed, 2),
-                     "case": args.case, "drill": drill_lines, "margins": {k: v[0] for k, v in margins.items()}})
+
+
+def write_json(req, tally, elapsed):
+    with open(req.args.json, "w") as f:
+        json.dump({"seed": req.seed, "tree": req.tree, "mpi": req.version,
+                   "lectures": tally.lectures_json, "score": tally.total,
+                   "max": tally.possible, "seconds": round(elapsed, 2), "case": req.args.case,
+                   "drill": tally.drill_lines,
+                   "margins": {k: v[0] for k, v in tally.margins.items()}}, f, indent=1)
+
+
+def main(argv=None):
+    """make grade: the request checked, each lecture graded, the summary, the JSON."""
+    args = parse_args(argv)
+    if args.list:
+        return list_lectures()
+    if args.readme:
+        return write_readme(args.readme)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out_json, f, indent=1)
-    return 0 if total == possible else 1
+        args.json = os.path.abspath(args.json)
+    os.chdir(os.path.dirname(HERE))
+    launch.install_signal_handlers()
+    report = Report(args.quiet)
+    tally = Tally()
+    try:
+        req = check_request(args)
+        started = time.monotonic()
+        for lec in req.chosen:
+            grade_lecture(req, lec, report, tally)
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return 2
+    if not tally.matched:
+        what = f" matching EX={args.ex}" if args.ex else ""
+        dev = f" for DEVICE={args.device}" if args.device != "cpu" else ""
+        print(f"grade: no tests{what}{dev}", file=sys.stderr)
+        return 2
+    elapsed = time.monotonic() - started
+    summarize(req, report, tally, elapsed)
+    if args.json:
+        write_json(req, tally, elapsed)
+    return 0 if tally.total == tally.possible else 1
 
 
 if __name__ == "__main__":
