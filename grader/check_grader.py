@@ -1,0 +1,701 @@
+"""make test's checks of the grader's own pieces: the NumPy references, the comparisons
+and what a wrong value is said to equal, case numbers and CASE=, make debug, the
+blocked-call explanations of a deadlock, sanitizer places, the record's lines, printed
+patterns and rounds. selftest(suite) runs them all.
+"""
+
+import glob
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import compare
+import hangs
+import harness
+import records
+import sanitizer
+import mutants
+import spec
+import stubgen
+import lectures
+from testkit import fresh, mutant_tree, tail, WORK
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TESTS_BIN = os.path.join("build", "common", "tests")
+
+
+def loop_op(op, a, b):
+    """One step of a reduction, as C computes it (before wrapping to the type)."""
+    if op == "sum":
+        return a + b
+    if op == "prod":
+        return a * b
+    if op == "max":
+        return max(a, b)
+    if op == "min":
+        return min(a, b)
+    if op == "band":
+        return a & b
+    if op == "bor":
+        return a | b
+    if op == "bxor":
+        return a ^ b
+    if op == "land":
+        return int(bool(a) and bool(b))
+    if op == "lor":
+        return int(bool(a) or bool(b))
+    return int(bool(a) != bool(b))  # lxor
+
+
+def selftest(s):
+    s.section("grader")
+    # The references against plain Python loops with C's arithmetic.
+    problems = []
+    rng = np.random.default_rng(5)
+    for dtype in ("float32", "float64", "int8", "int16", "int32", "int64", "uint8"):
+        for op in ("sum", "prod", "max", "min", "band", "bor", "bxor", "land", "lor", "lxor"):
+            if spec.is_float(dtype) and op in ("band", "bor", "bxor", "land", "lor", "lxor"):
+                continue
+            for n in (1, 3):
+                st = spec.random_values(rng, dtype, op, (n, 4))
+                got = spec.reduce_ranks(st, op)
+                for j in range(4):
+                    acc = st[0, j].item()
+                    for i in range(1, n):
+                        acc = loop_op(op, acc, st[i, j].item())
+                    if not spec.is_float(dtype):
+                        bits = np.dtype(dtype).itemsize * 8
+                        acc &= (1 << bits) - 1
+                        if np.dtype(dtype).kind == "i" and acc >= 1 << (bits - 1):
+                            acc -= 1 << bits
+                    ok = (abs(float(got[j]) - acc) <= 1e-9 * max(1.0, abs(acc))
+                          if spec.is_float(dtype) else int(got[j]) == acc)
+                    if not ok:
+                        problems.append(f"{dtype} {op} n={n} [{j}]: reference {got[j]} loop {acc}")
+    s.record("references: every op and dtype agrees with a plain loop in C arithmetic",
+             not problems, problems[:10])
+    # Comparisons: what a WRONG report says.
+    msg = compare.compare("x", np.array([1, 2, 3], np.int32), np.array([1, 5, 3], np.int32), 0, 2)
+    ok = msg == "rank 2 'x'[1] expected 2 got 5 (1 of 3 wrong, max error 3)"
+    msg2 = compare.compare("x", np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]), 1e-9, 0)
+    poison = np.frombuffer(b"\xff" * 8, np.float64)[0]
+    msg3 = compare.compare("x", np.array([1.0, 2.0]), np.array([1.0, poison]), 1e-9, 0)
+    overflow = compare.compare("x", np.array([1.0, 2.0], np.float32),
+                               np.array([1.0, float("nan")], np.float32), 1e-9, 0)
+    msg4 = compare.compare("x", np.array([1, 2]), np.array([1]), 0, 0)
+    # NaN where a number was expected points at a read after xt_free; a number where NaN was
+    # expected does not.
+    msg5 = compare.compare("x", np.array([float("nan"), 2.0]), np.array([1.0, 2.0]), 1e-9, 0)
+    unwritten = np.array([1.0, 2.0], np.float32)
+    unwritten.view(np.uint32)[1] = compare.EMU_FRESH
+    msg6 = compare.compare("x", np.array([1.0, 2.0], np.float32), unwritten, 1e-9, 0)
+    freed = "freed xt_alloc memory reads as NaN"
+    s.record("comparisons: first bad index, expected, got; NaN and lengths caught; "
+             "tolerance respected; a NaN got where a number was expected notes xt_free's poison "
+             "(its bits), the emulated device's fresh memory (its bits), or arithmetic (other "
+             "NaNs)",
+             ok and msg2 is None and msg3 and freed in msg3 and msg5 and freed not in msg5
+             and overflow and freed not in overflow and "from arithmetic" in overflow
+             and msg4 and "has 1 element, expected 2" in msg4 and msg6 and
+             "emulated device's fresh memory" in msg6 and "emulated" not in overflow,
+             [msg, msg2, msg3, msg4, msg5, msg6, overflow])
+    # A relative tolerance scales with each expected value, in both directions.
+    rel = spec.Relative(1e-6, 1e-3).bound(np.array([1.0, 1000.0]))
+    near = compare.compare("w", np.array([1.0, 1000.0]), np.array([1.0, 1000.9]), rel, 0)
+    far = compare.compare("w", np.array([1.0, 1000.0]), np.array([1.01, 1000.0]), rel, 0)
+    s.record("comparisons: spec.Relative(atol, rtol) allows rtol |expected| per element",
+             near is None and far and "'w'[0]" in far, [near, far])
+    # A tensor-scale tolerance: the largest |expected| over every rank's part, or the floor.
+    scaled = (spec.OfScale(0.1).bound([np.array([1.0, -4.0]), np.array([2.0]), np.array([])]),
+              spec.OfScale(0.1).bound([np.array([0.01])]),
+              spec.OfScale(0.1, 1e-3).bound([np.array([0.01])]))
+    s.record("comparisons: spec.OfScale(rtol, floor) allows rtol times the largest |expected| "
+             "over every rank's part, at least rtol floor",
+             np.allclose(scaled, (0.4, 0.1, 0.001)), [scaled])
+    # The stub checker must fail when it should.
+    sol = ("void f(int a, int *b)\n{\n    /*\n     * TODO: do it.\n     */\n"
+           "    // BEGIN SOLUTION\n    *b = a + 12345678;\n    // END SOLUTION\n}\n")
+    text, hidden = stubgen.generate(sol)
+    ok1 = 'XT_TODO("do it.", a, b);' in text and "12345678" not in text
+    leaked = text.replace('    XT_TODO("do it.", a, b);', "    *b = a + 12345678;")
+    ok2 = stubgen.leaks(sol, leaked, hidden) == ["*b = a + 12345678;"]
+    bad = []
+    for broken in (sol.replace("    // END SOLUTION\n", ""),
+                   sol.replace("    // BEGIN SOLUTION\n", ""),
+                   sol.replace("     * TODO: do it.\n", "     * nothing to see\n")):
+        try:
+            stubgen.generate(broken)
+            bad.append(broken)
+        except stubgen.MarkerError:
+            pass
+    s.record("stub checker: TODO line with the arguments; catches leaks, unbalanced markers, "
+             "a region without TODO", ok1 and ok2 and not bad, [text] + bad)
+    # The hint parser and the TODO bound must fail when they should.
+    import hints
+    levels = "".join(f"<details><summary>Hint {n}: {t}</summary>\n\ntext {n}\n\n</details>\n\n"
+                     for n, t in ((1, "the idea"), (2, "the structure"), (3, "near-code")))
+    doc = f"# L\n\n## ex\n\n### Hints\n\n{levels}## other\n"
+    bad = []
+    try:
+        if [t for _, _, t in hints.hints("lcx", "ex", doc)] != ["text 1", "text 2", "text 3"]:
+            bad.append("three levels not read back")
+    except hints.HintError as e:
+        bad.append(f"a good section refused: {e}")
+    for broken in (doc.replace("Hint 3: near-code", "Hint 4: near-code"),
+                   doc.replace("### Hints", "### Hint"), doc.replace("\ntext 2\n", "\n\n")):
+        try:
+            hints.hints("lcx", "ex", broken)
+            bad.append(f"accepted: {broken!r}")
+        except hints.HintError:
+            pass
+    path = os.path.join(fresh("todo_bound"), "x.c")
+    with open(path, "w") as f:
+        f.write("void f(void)\n{\n    /*\n     * TODO: a.\n     *   b.\n     *   c.\n     *   d.\n"
+                "     */\n    // BEGIN SOLUTION\n" + "    g();\n" * 9 + "    // END SOLUTION\n}\n")
+    over = hints.todo_problems(path)
+    if len(over) != 1 or "4 lines" not in over[0][1]:
+        bad.append(f"a 4-line TODO over a 9-line solution: {over}")
+    s.record("hints: three levels read in order; a missing or empty level, no Hints heading, and a "
+             "TODO over its bound are refused", not bad, bad)
+    test_event_lines(s)
+    test_pattern(s)
+    test_printed(s)
+    test_rounds(s)
+    test_blocked_explanations(s)
+    test_asan_places(s)
+    test_one_case(s)
+    test_debug_san(s)
+    test_relations(s)
+
+
+def test_event_lines(s):
+    """read_record: a kit's event lines through the kinds registered (records.event_kind),
+    in order; a kind nobody registered kept as text in rec.unparsed; the SD count."""
+    path = os.path.join(fresh("event_lines"), "g0.r0.mpi.txt")
+    with open(path, "w") as f:
+        f.write("# xt case record\nT 0.01\nM activations 0 64\n# unit event: op n\n"
+                "UA F 3\nUZ 1 2\nUA B 4\nSD 3\nEND\n")
+    records.event_kind("UA", "unit_events", lambda w: (w[0], int(w[1])))
+    rec = records.read_record(path)
+    got = (rec.unit_events, rec.unparsed, rec.events_dropped, rec.memory) if rec else None
+    want = ([("F", 3), ("B", 4)], ["UZ 1 2"], 3, {"activations": (0, 64)})
+    empty = records.Record().unit_events
+    taken = []
+    for kind, attribute in (("UA", "other_name"), ("UB", "memory")):
+        try:
+            records.event_kind(kind, attribute, str)
+            taken.append(f"{kind} as rec.{attribute} accepted")
+        except ValueError:
+            pass
+    s.record("read_record: a kit's event lines as its lecture registered them, in order; an "
+             "unregistered kind kept as text; SD as events_dropped; a kind registered twice "
+             "under another name, or as a Record field, refused",
+             got == want and empty == [] and not taken, [repr(got), repr(empty)] + taken)
+
+
+def test_asan_places(s):
+    """Where AddressSanitizer says a bad access was, in the CRASH headline's words."""
+    head = ["==1==ERROR: AddressSanitizer: stack-buffer-overflow on address 0x7f",
+            "WRITE of size 4 at 0x7f thread T0"]
+    cases = [
+        ("0x602 is located 2 bytes to the right of 10-byte region [0x600,0x60a)",
+         ", 2 bytes past the end of a 10-byte block"),
+        ("0x602 is located 4 bytes inside of 16-byte region [0x600,0x610)",
+         ", byte 4 of a 16-byte block"),
+        ("[32, 40) 'seen' (line 63) <== Memory access at offset 40 overflows this variable",
+         ", past the end of the 8-byte local variable 'seen' (declared at line 63)"),
+        ("0x55 is located 0 bytes to the right of global variable 'table' defined in "
+         "'x.c:3:5' (0x55) of size 16", ", next to the global 'table' (x.c:3:5)"),
+    ]
+    problems = []
+    for about, words in cases:
+        headline = "rank 0: AddressSanitizer: stack-buffer-overflow, a WRITE of size 4"
+        got = sanitizer.asan_report(head + [about], "none", "none.c", headline)[0]
+        if got != headline + words:
+            problems.append(f"{about!r}: {got!r}")
+    s.record("AddressSanitizer reports: a heap block's edge or inside, a local variable, a "
+             "global, each said in the headline", not problems, problems)
+
+
+def test_blocked_explanations(s):
+    """What a deadlock report adds to the blocked calls, graded and in a demo."""
+    import demo
+    recv_cycle = [(0, "MPI_Recv(from 2, tag 0, up to 12 B) on MPI_COMM_WORLD for 3.0 s"),
+                  (1, "MPI_Recv(from 0, tag 0, up to 12 B) on MPI_COMM_WORLD for 3.0 s")]
+    sends = [(0, "MPI_Send(to 1, tag 0, 4 B) for 3.0 s"), (1, "MPI_Send(to 0, tag 0, 4 B) for 3.0 s")]
+    problems = []
+    lines, hint = hangs.blocked_explanation(recv_cycle, in_a_case=True)
+    if not (hint and hint.startswith("cause: ranks 0, 1 waited on MPI_COMM_WORLD")):
+        problems.append(f"a graded case blocked on MPI_COMM_WORLD: hint {hint!r}")
+    lines, hint = hangs.blocked_explanation(recv_cycle, in_a_case=False)
+    if hint or not lines[-1].startswith("every rank waits for a message that no rank has sent"):
+        problems.append(f"a demo's receive cycle: {lines[-1]!r}, hint {hint!r}")
+    lines, hint = hangs.blocked_explanation(sends, in_a_case=True)
+    if hint or not lines[-1].startswith("strict send mode"):
+        problems.append(f"two sends: {lines[-1]!r}")
+    tags = [(0, "MPI_Recv(from 1, tag 1, up to 16 B) for 3.0 s"),
+            (1, "MPI_Send(to 0, tag 0, 16 B) for 3.0 s")]
+    lines, hint = hangs.blocked_explanation(tags, in_a_case=True)
+    if not lines[-1].startswith("never matched: r1's message (to 0, tag 0, 16 B) and r0's "
+                                "receive (from 1, tag 1): their tags differ"):
+        problems.append(f"a tag mismatch: {lines[-1]!r}")
+    lines, hint = hangs.blocked_explanation(
+        [(0, "MPI_Wait(MPI_Irecv from 1, tag any, 16 B) for 3.0 s"), tags[1]], in_a_case=True)
+    if any(ln.startswith("never matched") for ln in lines):
+        problems.append(f"MPI_ANY_TAG taken for a mismatch: {lines!r}")
+    # The ranks' ledgers (LEDGER status lines): what each sent and received, and the
+    # receives still posted; world ranks 4, 5 are case ranks 0, 1.
+    def ledger(*texts):
+        lines = [records.StatusLine("LEDGER", 3, 0, r, 4 + r, t) for r, t in enumerate(texts)]
+        return hangs.read_ledger(lines, {4: 0, 5: 1})
+    stuck = [(0, "MPI_Recv(from 1, tag 0, up to 16 B) for 3.0 s"),
+             (1, "MPI_Recv(from 0, tag 2, up to 16 B) for 3.0 s")]
+    found = {
+        "a nonblocking send of another tag, its sender in a receive":
+            (stuck, ledger("S case 5 4 1 16 16", "S case 4 3 1 16 16;R case 4 9 1 16 16"),
+             ["never matched: r0's message (to 1, tag 4, 16 B) and r1's receive (from 0, tag 2)"
+              ": their tags differ", "never matched: r1's message (to 0, tag 3, 16 B) and r0's"
+              " receive (from 1, tag 0): their tags differ"]),
+        "a message that a posted receive will take (its wait not yet returned)":
+            ([(0, "MPI_Wait(MPI_Irecv from 1, tag 7, 16 B) for 3.0 s"), (1, "finished")],
+             ledger("W case 5 7 16 MPI_Irecv", "S case 4 7 1 16 16"), []),
+        "a message to a rank that waits for nothing, and another communicator's":
+            ([(0, "returned from the function; waiting for the other ranks"),
+              (1, "MPI_Recv(from 0, tag 1, up to 8 B) on MPI_COMM_WORLD for 3.0 s")],
+             ledger("S case 5 1 2 16 8;R case 5 0 1 8 8", "S case 4 0 1 8 8"),
+             ["never matched: r0's 2 messages (to 1, tag 1, the last 8 B) and r1's receive (from "
+              "0, tag 1, on MPI_COMM_WORLD): they are on different communicators"]),
+        "a message whose receiver waits for nothing": (
+            [(0, "MPI_Barrier(0 B, 2 ranks) for 3.0 s"), (1, "MPI_Barrier(0 B, 2 ranks)")],
+            ledger("S other@pp 5 3 1 40 40", ""),
+            ["sent and never received: r0's message (to 1, tag 3, 40 B, on the pp group)"]),
+    }
+    found["a send its sender is blocked in (on its line already)"] = (
+        [(0, "MPI_Send(to 1, tag 0, 8 B) for 3.0 s"), (1, "MPI_Send(to 0, tag 0, 8 B) for 3.0 s")],
+        ledger("S case 5 0 1 8 8", "S case 4 0 1 8 8"), [])
+    for what, (blocked, led, want) in found.items():
+        got = hangs.unmatched_pairs(blocked, led)
+        if len(got) != len(want) or any(not g.startswith(w) for g, w in zip(got, want)):
+            problems.append(f"{what}: {got!r}")
+    banner = demo.BannerFilter()
+    banner.line("[xt] watchdog: still running after 3.0 s; rank 1: " + recv_cycle[1][1])
+    if banner.blocked != [recv_cycle[1]] or banner.limit != "3":
+        problems.append(f"the demo's watchdog line read as {banner.blocked}, limit {banner.limit}")
+    s.record("deadlock reports: MPI_COMM_WORLD named as the cause in a graded case, not in a demo; "
+             "a receive cycle and a send cycle explained; a send and a receive of different "
+             "tags named as never matched (not with MPI_ANY_TAG); from the ranks' ledgers, a "
+             "nonblocking send paired with the receive of another tag or communicator, a "
+             "message no receive waits for, none where a posted receive takes it; the demo "
+             "reads the watchdog's lines",
+             not problems, problems)
+    notes = [harness.slow_start_note(t, "box", ok) for t, ok in ((1.2, False), (9.0, False),
+                                                                   (9.0, True))]
+    s.record("slow starts: none below 5 s; above, the unresolved host name named with its fix, "
+             "else the general note", notes[0] == "" and "'127.0.1.1 box'" in notes[1] and
+             "does not resolve" not in notes[2] and notes[2].startswith("note:"), notes)
+
+
+def take_lines(q, seen, until=None, wait=10):
+    """Lines of a running command from queue q (None marks its end) appended to seen, up
+    to the first for which until(line) holds, which is returned; None when the command
+    ends or prints nothing for `wait` seconds first."""
+    while True:
+        try:
+            ln = q.get(timeout=wait)
+        except queue.Empty:
+            return None
+        if ln is None:
+            return None
+        seen.append(ln)
+        if until and until(ln):
+            return ln
+
+
+def test_case_numbers(s, lec):
+    """One case number everywhere: a WRONG mutant whose test is not its exercise's first
+    (so numbers counted per test would differ), graded with --verbose: the report's
+    failing case (rerun line), the JSON's case and its cases' numbers, and VERBOSE's list
+    all give the exercise's number."""
+    found = None
+    for p in sorted(glob.glob(os.path.join(HERE, "mutants", lec, "*.patch"))):
+        m = mutants.parse(p)
+        ex = os.path.splitext(os.path.basename(m.target))[0]
+        tests = lectures.functions(lec, ex)
+        if m.expect == "WRONG" and m.target.endswith(".c") and m.test in tests[1:]:
+            found = m, ex
+            break
+    if not found:
+        s.record(f"one case number: {lec} has a WRONG mutant of a second test", False)
+        return
+    m, ex = found
+    tree = mutant_tree("case_numbers", lec, m.name)
+    report = os.path.join(WORK, "case_numbers.json")
+    res = subprocess.run([sys.executable, os.path.join(HERE, "grade.py"), "--lc", lec,
+                          "--tree", tree, "--ex", ex, "--seed", "1", "--verbose", "--json",
+                          report], capture_output=True, text=True, timeout=300)
+    out = res.stdout + res.stderr
+    try:
+        with open(report) as f:
+            t = [t for lec_ in json.load(f)["lectures"] for t in lec_["tests"]
+                 if t["test"] == m.test][0]
+    except (OSError, ValueError, IndexError):
+        t = {"case": None, "cases": []}
+    k = t["case"]
+    numbers = [c["number"] for c in t["cases"] if c["verdict"] == "WRONG"]
+    cdir = os.path.join("build", "grade", tree.replace("/", "_"), lec, ex, "launch1", f"c{k}")
+    pairs = [(p, p.replace(".expected.npy", ".npy"))
+             for p in glob.glob(os.path.join(cdir, "g*.r*.*.expected.npy"))]
+    s.record(f"{m.name}: the failing case's expected arrays kept beside its outputs "
+             f"(g<g>.r<r>.<name>.expected.npy), of the outputs' shapes",
+             bool(pairs) and all(os.path.exists(o) and
+                                 np.load(e).size == np.load(o).size for e, o in pairs),
+             [cdir] + [os.path.basename(e) for e, _ in pairs][:6])
+    listed = [int(n) for n in re.findall(r"^\s+#(\d+) ", out, re.M)]
+    s.record(f"{m.name}: one case number (its test is the second of {ex}): the rerun line's, "
+             f"the JSON's and VERBOSE's list agree",
+             k is not None and f" [--case {k}]" in out and numbers[:1] == [k] and
+             listed == numbers and min(c["number"] for c in t["cases"]) > 0,
+             [f"k={k} json={numbers[:4]} verbose={listed[:4]}"] + out.splitlines()[-12:])
+
+
+def test_one_case(s):
+    """CASE= and make debug on a mutant (the first lecture's first WRONG one): its report
+    numbers the failing case; CASE= grades that case alone, to the same report; make debug
+    runs it again with rank 1 waiting for gdb, which attaches and lets it go (SIGUSR1 where
+    gdb cannot attach)."""
+    lec = lectures.names()[0]
+    wrong = [m for m in (mutants.parse(p) for p in sorted(glob.glob(
+             os.path.join(HERE, "mutants", lec, "*.patch")))) if m.expect == "WRONG"
+             and m.target.endswith(".c")]
+    m = wrong[0]
+    tree = mutant_tree("one_case", lec, m.name)
+    ex = os.path.splitext(os.path.basename(m.target))[0]
+    kept = os.path.join("build", "grade", tree.replace("/", "_"), lec, ex)
+
+    def grade_it(extra):
+        report = os.path.join(WORK, "one_case.json")
+        res = subprocess.run([sys.executable, os.path.join(HERE, "grade.py"), "--lc", lec,
+                              "--tree", tree, "--ex", ex, "--seed", "1", "--json", report]
+                             + extra, capture_output=True, text=True, timeout=300)
+        try:
+            with open(report) as f:
+                t = [t for lec_ in json.load(f)["lectures"] for t in lec_["tests"]
+                     if t["test"] == m.test][0]
+        except (OSError, ValueError, IndexError):
+            t = {"verdict": None, "case": None, "details": [], "cases_run": 0}
+        return res.stdout + res.stderr, t
+
+    out, t = grade_it(["--verbose"])
+    k = t["case"]
+    s.record(f"{m.name}: the report numbers its failing case (rerun line: --case k, debug line)",
+             t["verdict"] == "WRONG" and k is not None and
+             f" [--case {k}]" in out and f"--case {k} (rank 0 waits for gdb)" in out,
+             out.splitlines())
+    test_case_numbers(s, lec)
+    out2, t2 = grade_it(["--case", str(k)])
+    with open(os.path.join(kept, "launch1", "cases.txt")) as f:
+        ran = [ln for ln in f if ln.startswith("case ")]
+    s.record(f"{m.name}: CASE={k} grades that case alone, to the same report",
+             t2["verdict"] == "WRONG" and t2["cases_run"] == 1 and len(ran) == 1 and
+             ran[0].startswith(f"case {k} ") and t2["details"][:1] == t["details"][:1],
+             out2.splitlines() + ran)
+
+    # make debug, rank 1 (the case's first failing one, from the kept grade), no terminal.
+    import threading
+    cmd = [sys.executable, os.path.join(HERE, "debug.py"), "--lc", lec, "--tree", tree,
+           "--ex", ex, "--rank", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(ln.rstrip("\n")) for ln in proc.stdout] +
+                     [lines.put(None)], daemon=True).start()
+    seen = []
+    waits = r"rank 1 \(PID (\d+) on .*\) waits for a debugger"
+    got = take_lines(lines, seen, until=lambda ln: re.search(waits, ln), wait=60)
+    pid = int(re.search(waits, got).group(1)) if got else None
+    if pid is not None:  # the command comes on the next line
+        take_lines(lines, seen, until=lambda ln: True)
+    command = (f"gdb -p {pid} -ex 'set var xt_debug_wait = 0' -ex 'break {m.test}' "
+               "-ex continue")
+    time.sleep(1.0)  # it must still be waiting, the case not run
+    waiting = proc.poll() is None and pid is not None and os.path.exists(f"/proc/{pid}")
+    while not lines.empty():
+        seen.append(lines.get() or "")
+    waiting = waiting and not any(ln.startswith("debug: case") for ln in seen)
+    s.record("make debug: rank 1 waits (a second later, still), printing its PID and the gdb "
+             "command that breaks in the function under test",
+             waiting and any(command in ln for ln in seen), seen)
+    if pid is None:
+        proc.kill()
+        proc.wait()
+        return
+    how = "gdb"
+    if shutil.which("gdb") is None:
+        how = "no gdb on this machine (sudo apt-get install -y gdb)"
+    else:
+        res = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex",
+                              "set var xt_debug_wait = 0"],
+                             capture_output=True, text=True, timeout=120)
+        text = res.stdout + res.stderr
+        if res.returncode != 0 or re.search(r"ptrace|Could not attach|No symbol", text):
+            how = "gdb could not attach (ptrace not permitted here?): " + " | ".join(
+                tail(text, 3))
+    if how != "gdb":
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except OSError as e:
+            seen.append(f"kill -USR1 {pid}: {e}")
+    try:
+        rc = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        rc = proc.wait()
+    take_lines(lines, seen)
+    with open(os.path.join(kept, "debug", "launch1", "cases.txt")) as f:
+        ran = [ln.strip() for ln in f if ln.startswith("case ")]
+    done = (rc == 1 and f"debug: case {k}: WRONG" in seen and len(ran) == 1 and
+            ran[0].startswith(f"case {k} ") and ran[0].endswith("watchdog=0"))
+    if how == "gdb":
+        s.record("make debug: gdb -p PID -batch -ex 'set var xt_debug_wait = 0' lets rank 1 go "
+                 "on; the case ends, WRONG as graded, watchdog off", done, seen + ran)
+    else:
+        s.record("make debug: SIGUSR1 lets rank 1 go on; the case ends, WRONG as graded, "
+                 "watchdog off", done, seen + ran)
+        s.skip("make debug: gdb attaches and lets rank 1 go on", how)
+
+
+def test_relations(s):
+    """compare.relation: what a wrong output equals, on hand-made arrays."""
+    case = spec.Case(None, 2, {"M": 3, "rows": 5, "fn": "f"})
+    e = np.array([1.0, -2.0, 0.0, 4.0])
+    before = [np.array([0.5, 0.5, 1.0, -1.0]), np.zeros(4)]
+    other = [{"y": e}, {"y": -e + 1}]
+    got = {"3 x": (3 * e, ["got = 3 x expected on every element of 'y' (3 = M)"]),
+           "1/2": (e / 2, ["got = 0.5 x expected on every element of 'y' (1/2 = 1/np)"]),
+           "+before": (e + before[0], ["got = expected + the value 'y' held before"]),
+           "-before": (e - before[0], ["got = expected - the value 'y' held before"]),
+           "rank 1's": (-e + 1, ["got = rank 1's expected 'y'"]),
+           "noise": (e + np.array([0.1, -0.3, 0.2, 0.0]), [])}
+    # float32 rounding on an element far smaller than the largest hides no ratio
+    tiny = np.array([1.0, -2.0, 3e-5, 4.0])
+    rounded = (tiny / 2 + np.array([0.0, 0.0, 2e-7, 0.0]), ["got = 0.5 x expected"])
+    problems = []
+    for what, (g, want) in got.items():
+        lines = compare.relation(case, "y", e, g, 0, other, {"y": before})
+        if len(lines) != len(want) or any(not ln.startswith(w) for ln, w in zip(lines, want)):
+            problems.append(f"{what}: {lines}")
+    for what, (g, want) in {"1/2, rounded": rounded}.items():
+        lines = compare.relation(case, "y", tiny, g, 0, [{"y": tiny}], {})
+        if len(lines) != len(want) or any(not ln.startswith(w) for ln, w in zip(lines, want)):
+            problems.append(f"{what}: {lines}")
+    s.record("wrong values: a constant ratio (named when it is a case's number or its inverse), "
+             "the value before the call added or lost, another rank's value; nothing for noise; a "
+             "ratio seen through float32 rounding of a small element",
+             not problems, problems)
+
+
+def test_debug_san(s):
+    """make debug SAN=1: a SAN mutant's report (graded with --san) names the sanitizer's
+    debug command, and that command runs the case again in the AddressSanitizer build,
+    rank 0 waiting (let go by SIGUSR1 here), to the same CRASH."""
+    found = [(lec, m) for lec in lectures.names()
+             for m in (mutants.parse(p) for p in sorted(glob.glob(
+                 os.path.join(HERE, "mutants", lec, "*.patch"))))
+             if "--san" in m.args and m.expect == "CRASH" and m.target.endswith(".c")]
+    if not found:
+        s.record("make debug SAN=1: a CRASH mutant graded with --san to try it on", False)
+        return
+    lec, m = found[0]
+    ex = os.path.splitext(os.path.basename(m.target))[0]
+    tree = mutant_tree("debug_san", lec, m.name)
+    res = subprocess.run([sys.executable, os.path.join(HERE, "grade.py"), "--lc", lec,
+                          "--tree", tree, "--ex", ex, "--seed", "1", "--san"],
+                         capture_output=True, text=True, timeout=600)
+    out = res.stdout + res.stderr
+    want = f"debug: python3 grader/debug.py --lc {lec} --tree {tree} --ex {ex} --san"
+    s.record(f"{m.name}: a SAN=1 report's debug line keeps the sanitizer (make debug SAN=1)",
+             "CRASH" in out and want in " ".join(out.split()), out.splitlines()[-14:])
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "debug.py"), "--lc", lec,
+                             "--tree", tree, "--ex", ex, "--san"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    import threading
+    lines, seen = queue.Queue(), []
+    threading.Thread(target=lambda: [lines.put(ln.rstrip("\n")) for ln in proc.stdout] +
+                     [lines.put(None)], daemon=True).start()
+    waits = r"rank 0 \(PID (\d+) on .*\) waits for a debugger"
+    got = take_lines(lines, seen, until=lambda ln: re.search(waits, ln), wait=300)
+    if got:
+        os.kill(int(re.search(waits, got).group(1)), signal.SIGUSR1)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    take_lines(lines, seen)
+    text = "\n".join(seen)
+    s.record(f"{m.name}: make debug SAN=1 runs the case in the sanitizer build, rank 0 waiting "
+             "for a debugger, to the same CRASH",
+             bool(got) and "built with AddressSanitizer" in " ".join(text.split()) and
+             re.search(r"debug: case \d+: CRASH", text) is not None and
+             "AddressSanitizer" in text.split("CRASH", 1)[-1], seen[-16:])
+
+
+def test_pattern(s):
+    """grader/pattern.py on hand-made outcomes: the line that says which cases failed."""
+    import pattern
+
+    def rows(cases, failed):
+        return [(c, failed(c)) for c in cases]
+
+    grid = [{"np": n, "count": c} for n in (1, 2, 3, 4) for c in (0, 1, 7)]
+    typed = [{"np": n, "dtype": d} for n in (1, 2) for d in ("float32", "float64", "int32",
+                                                               "int64")]
+    pairs = [{"np": n, "dtype": d} for n in (1, 2, 3, 5) for d in ("float32", "int32")]
+    mixed = [{"np": n, "count": c} for n in (1, 2, 3) for c in (0, 1, 7, 100)]
+    checker = [{"np": n, "count": c} for n in (1, 2) for c in (0, 1, 2, 3)]
+    seeded = [{"np": n, "seed": 1000 + i} for i, n in enumerate((1, 2, 2, 3, 1, 2, 3, 3))]
+    tied = [{"np": n, "dims": {1: "5,3", 2: "7,2", 4: "7,2"}[n], "rows": r}
+            for n in (1, 2, 4) for r in (1, 2)]
+    padded = [{"np": n, "dims": d, "padding": (-p) % n} for n in (1, 2, 3)
+              for d, p in (("4,2", 10), ("6,3", 21))]
+    want = [
+        (rows(grid, lambda c: c["np"] >= 2), (), "9 of 12 cases failed: exactly those with np>=2"),
+        (rows(typed, lambda c: c["dtype"].startswith("int")), (),
+         "4 of 8 cases failed: exactly those with dtype=int32,int64"),
+        (rows(grid, lambda c: c["np"] != 3), (),
+         "9 of 12 cases failed: all but those with np=3"),
+        (rows(pairs, lambda c: c["np"] >= 3 and c["dtype"] == "int32"), (),
+         "2 of 8 cases failed: exactly those with np>=3 and dtype=int32"),
+        (rows(mixed, lambda c: c["np"] == 3 or (c["np"] == 2 and c["count"] == 7)), (),
+         "5 of 12 cases failed: all with np=3; 1 of 4 with np=2; none with np=1"),
+        (rows(checker, lambda c: (c["np"] + c["count"]) % 2 == 1), (),
+         "4 of 8 cases failed: cases 0, 2, 5, 7"),
+        (rows(seeded, lambda c: c["np"] == 2), (), "3 of 8 cases failed: exactly those with np=2"),
+        (rows(seeded, lambda c: c["seed"] in (1000, 1002, 1005)), (),
+         "3 of 8 cases failed: 1 of 2 with np=1; 2 of 3 with np=2; none with np=3"),
+        (rows(mixed, lambda c: c["np"] > 1 and c["count"] != 1), (),
+         "6 of 12 cases failed: exactly those with np>=2 and count!=1"),
+        (rows([{"np": n, "count": c} for n in (1, 2, 3, 4, 5) for c in (0, 1)],
+              lambda c: c["np"] in (2, 4, 5) and c["count"] != c["np"] % 2), (),
+         "3 of 10 cases failed: 3 of 6 with np=2,4,5; none with np=1,3"),
+        (rows([{"np": n, "count": c} for n in range(1, 21) for c in (0, 1)],
+              lambda c: c["count"] == c["np"] % 2), (),
+         "20 of 40 cases failed: cases 1, 2, 5, 6, 9, 10, 13, 14 and 12 more"),
+        (rows(tied, lambda c: c["np"] >= 2), (),
+         "4 of 6 cases failed: exactly those with np>=2 (or equally, with dims=[7,2])"),
+        (rows(padded, lambda c: c["padding"] > 0), (),
+         "2 of 6 cases failed: exactly those with padding>=1"),
+        ([(c, c["np"] == 2 if c["np"] <= 2 else None) for c in grid], (),
+         "3 of the 6 cases run failed: exactly those with np=2; 6 did not run, as the run "
+         "had ended"),
+        (rows(grid[:4], lambda c: True), ("WRONG", "WRONG", "RULE", "WRONG"),
+         "all 4 cases failed, 3 WRONG and 1 RULE"),
+        (rows(grid, lambda c: c["np"] == 2 and c["count"] == 1), (),
+         "1 of 12 cases failed: only this one"),
+        (rows([{"np": 2, "in": i, "bias": b} for i, b in ((7, 1), (9, 0), (13, 1), (2, 1),
+                                                            (1, 0), (12, 1))],
+              lambda c: c["bias"] == 1), (),
+         "4 of 6 cases failed: exactly those with bias=1"),
+        (rows([{"np": n, "M": m, "rows": 1 + m % 2} for n in (2, 4) for m in (1, 2, 3, 5, 8)],
+              lambda c: c["M"] != 1), (),
+         "8 of 10 cases failed: exactly those with M>=2"),
+        (rows([{"np": 2, "T": t, "one token": int(t == 1)} for t in (1, 4, 6, 9)],
+              lambda c: c["T"] != 1), (),
+         "3 of 4 cases failed: exactly those with T>=4 (or equally, with no one token)"),
+        (rows(grid, lambda c: False), (), ""),
+        ([(grid[0], True)] + [(c, None) for c in grid[1:]], (), ""),
+    ]
+    bad = []
+    for r, kinds, expect in want:
+        got = pattern.summary(r, kinds)
+        if got != expect:
+            bad.append(f"expected {expect!r}, got {got!r}")
+    s.record("pattern of failures: one parameter, its complement, >= and lists, two parameters, "
+             "a partial split, case numbers when nothing splits them (a per-case seed never "
+             "does), tied parameters, facets, cases not run, mixed verdicts; the split that "
+             "names the fewest values (bias=1, not in=1,9); a parameter of many values where "
+             "one range splits them (M>=2); flags named in words",
+             not bad, bad)
+
+
+def test_printed(s):
+    """What a case's ranks printed, in the report: under a failure, the failing group's
+    first lines, shared among its ranks, each line cut to the report's width; for a test
+    that passed, one line saying where the lines went."""
+    d = fresh("printed")
+    c0, c1 = os.path.join(d, "c0"), os.path.join(d, "c1")
+    os.makedirs(c0)
+    os.makedirs(c1)
+    files = {"g0.r0": "first\n\tsecond, \x1b[31mred\x1b[0m\n" + "x" * 200 + "\n",
+             "g0.r1": "".join(f"line {i}\n" for i in range(12)),
+             "g0.r2": "", "g1.r0": "other group\n", "g0.r9": "not in the case\n"}
+    for name, text in files.items():
+        with open(os.path.join(c0, name + harness.OUTPUT_SUFFIX), "w") as f:
+            f.write(text)
+    t = spec.Test(exercise="x", name="f", points=1, cases=None, inputs=None, reference=None)
+    case0, case1 = spec.Case(t, 3, {}, 0), spec.Case(t, 3, {}, 1)
+    r = harness.TestResult(t, cases=[harness.CaseOutcome(case0, "WRONG", "why", c0, 0),
+                                     harness.CaseOutcome(case1, "OK", cdir=c1)])
+    runner = harness.Runner(None, 0, d)
+    where = os.path.relpath(c0)
+    got = runner.printed(r, harness.Failure("WRONG", case0, ["why"], 0))
+    want = [f"this case's ranks printed 15 lines, the first 8 below, all in "
+            f"{where}/g0.r<rank>.out.txt:",
+            "  r0| first", "  r0|     second,  [31mred [0m", "  r0| " + "x" * 63 + "...",
+            "  r1| line 0", "  r1| line 1", "  r1| line 2", "  r1| line 3", "  r1| line 4"]
+    other = runner.printed(r, harness.Failure("WRONG", case0, ["why"], 1))
+    passed = runner.printed(r, None)
+    quiet = runner.printed(harness.TestResult(t, cases=[harness.CaseOutcome(case1, "OK",
+                                                                            cdir=c1)]), None)
+    ok = (got == want and other[1:] == ["  r0| other group"] and quiet == [] and
+          passed == [f"printed 17 lines as its cases ran (not graded), in "
+                     f"{where}/g<group>.r<rank>.out.txt"])
+    s.record("printed lines: a failing group's first 8, shared by its ranks, each cut to the "
+             "report's width; another group's when that one failed; one line where a test "
+             "passed; nothing where nothing was printed",
+             ok, got + other + passed + quiet)
+
+
+def test_rounds(s):
+    """spec.message_rounds on hand-made logs: the binomial broadcast at np = 8 sending to
+    its largest subtree first, then its smallest; and a log that stalls."""
+    def bcast(largest_first):
+        recs = [records.Record() for _ in range(8)]
+        for v in range(8):
+            low = (v & -v) or 8
+            if v:
+                recs[v].events.append(records.Event("MPI_Recv", "R", v - low, 0, 4, "case"))
+            for m in sorted((m for m in (1, 2, 4) if m < low), reverse=largest_first):
+                recs[v].events.append(records.Event("MPI_Send", "S", v + m, 0, 4, "case"))
+        return recs
+
+    def deepest(recs):
+        return max((m.round for m in spec.message_rounds(recs)), default=0)
+
+    rule = spec.max_rounds(lambda c, i: 3, "the tree takes 3", "largest first")
+    big, small = bcast(True), bcast(False)
+    report = rule(None, None, small)
+    # Rank 1 waits for a message rank 0 never sent; rank 0's own send still counts.
+    stalled = [records.Record(events=[records.Event("MPI_Send", "S", 2, 0, 4, "case")]),
+               records.Record(events=[records.Event("MPI_Recv", "R", 0, 0, 4, "case"),
+                                      records.Event("MPI_Send", "S", 2, 0, 4, "case")]),
+               records.Record(events=[records.Event("MPI_Recv", "R", 1, 0, 4, "case")])]
+    try:
+        stall = [(m.src, m.dst, m.round, m.received) for m in spec.message_rounds(stalled)]
+    except Exception as e:  # the point: it must not raise
+        stall = repr(e)
+    want = "rank 7 received in round 6, at the end of the chain 0 -> 4 -> 6 -> 7"
+    s.record("rounds: the binomial broadcast at np=8 takes 3 rounds largest subtree first and 6 "
+             "smallest first (reported along 0 -> 4 -> 6 -> 7); a stalled log yields what it "
+             "replayed", deepest(big) == 3 and deepest(small) == 6 and not rule(None, None, big)
+             and len(report) == 1 and report[0][0] == 7 and want in report[0][1]
+             and stall == [(0, 2, 1, False)],
+             [f"largest first {deepest(big)}, smallest first {deepest(small)}", report, stall])

@@ -1,0 +1,432 @@
+"""make test's checks that each lecture is one unit: found by looking, its manifest, page,
+points table, links and hints in order, its labels carrying every parameter, no lecture
+named outside its places, pyflakes over grader/, no import circle, libxt's layers and
+usage, and a throwaway lecture (with a kit and an event kind of its own) graded in a copy
+of the tree. selftest(suite) runs them all.
+"""
+
+import dataclasses
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+
+import harness
+import lectures
+from testkit import fresh, sh, tail
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TESTS_BIN = os.path.join("build", "common", "tests")
+
+
+LECTURE_NAME = re.compile(r"lc\d_")  # one digit: not the throwaway lecture
+
+
+def project_files():
+    try:
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        import throwaway
+        out = throwaway.tree_files(".")
+    return [f for f in out if os.path.isfile(f)]
+
+
+def points_table(doc_text):
+    """{file: (functions, points text)} of a lecture page's table of exercises."""
+    rows = {}
+    for m in re.finditer(r"^\| \[`([\w.]+)`\]\(#[\w-]+\) \| (.*?) \| (.*?) \|$", doc_text, re.M):
+        rows[m.group(1)] = (re.findall(r"`(\w+)`", m.group(2)), m.group(3).strip())
+    return rows
+
+
+def docs_problems(lec, text=None):
+    """The page's table of exercises and its total against the manifest's tests."""
+    path = lectures.page_path(lec)
+    if text is None:
+        try:
+            text = lectures.page(lec)
+        except OSError as e:
+            return [f"{path}: {e.strerror}"]
+    tests = lectures.load(lec).TESTS
+    rows = points_table(text)
+    out = []
+    seen = set()
+    for t in tests:
+        fname = None
+        for ext in (".c", ".cu"):
+            if os.path.exists(os.path.join("solutions", lec, t.exercise + ext)):
+                fname = t.exercise + ext
+        if fname in seen:
+            continue
+        seen.add(fname)
+        mine = [x for x in tests if x.exercise == t.exercise]
+        if fname not in rows:
+            out.append(f"{path}: the table of exercises has no row for {fname}")
+            continue
+        fns, pts = rows[fname]
+        with open(os.path.join("solutions", lec, fname)) as f:
+            source = f.read()
+
+        def defined(name):
+            return re.search(rf"^\w[\w \t*]*\b{name}\(", source, re.M) is not None
+
+        # A test named after a function of the file must be listed; every function
+        # listed must be defined there (a test may also cover two, as save and load).
+        missing = [x.name for x in mine if defined(x.name) and x.name not in fns]
+        unknown = [fn for fn in fns if not defined(fn)]
+        if missing or unknown:
+            out.append(f"{path}: {fname} lists {fns}; " +
+                       (f"its tests grade {missing} too" if missing else
+                        f"{unknown} are not defined in solutions/{lec}/{fname}"))
+        if all(x.device == "cpu" for x in mine):
+            want = (" + ".join(str(x.points) for x in mine), str(sum(x.points for x in mine)))
+            if pts not in want:
+                out.append(f"{path}: {fname} is worth {pts} in the table; its tests give "
+                           f"{want[0]}")
+        elif "DEVICE=" not in pts:
+            out.append(f"{path}: {fname} is graded with DEVICE=cuda; the table says {pts}")
+    for fname in rows:
+        if fname not in seen:
+            out.append(f"{path}: the table lists {fname}, which no test grades")
+    total = sum(t.points for t in tests if t.device == "cpu")
+    m = re.search(r"the lecture is worth (\d+) points", text)
+    if not m or int(m.group(1)) != total:
+        out.append(f"{path}: should say \"the lecture is worth {total} points\" "
+                   f"(found {m.group(0) if m else 'no such sentence'})")
+    return out
+
+
+def anchors(path):
+    """The anchors of a markdown page's headings, as GitHub makes them: lower case,
+    punctuation dropped, spaces as hyphens, -1, -2 ... for repeats."""
+    out, seen, fence = set(), {}, False
+    with open(path) as f:
+        for line in f:
+            if line.startswith("```"):
+                fence = not fence
+            m = None if fence else re.match(r"^#{1,6}\s+(.*?)\s*$", line)
+            if m:
+                slug = re.sub(r"[^\w\- ]", "", m.group(1).lower()).replace(" ", "-")
+                n = seen.get(slug, 0)
+                seen[slug] = n + 1
+                out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+def link_problems(page, text=None):
+    """Each relative link of a markdown page whose file or heading does not exist."""
+    if text is None:
+        with open(page) as f:
+            text = f.read()
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    out = []
+    for target in re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        name, _, anchor = target.partition("#")
+        path = os.path.normpath(os.path.join(os.path.dirname(page), name)) if name else page
+        if not os.path.exists(path):
+            out.append(f"{page}: a link to {target}: no file {path}")
+        elif anchor and path.endswith(".md") and anchor not in anchors(path):
+            out.append(f"{page}: a link to {target}: {path} has no such heading")
+    return out
+
+
+# What a reader of torch.distributed code meets, each of which docs/from_torch.md must
+# give a row: start-up and launch, groups, point-to-point, collectives, CUDA, profiling,
+# autograd and the parallel wrappers.
+
+
+# What a reader of torch.distributed code meets, each of which docs/from_torch.md must
+# give a row: start-up and launch, groups, point-to-point, collectives, CUDA, profiling,
+# autograd and the parallel wrappers.
+TORCH_APIS = """
+dist.init_process_group | init_method="env://" | init_method="tcp://" | init_method="file://"
+dist.destroy_process_group | dist.is_available | dist.is_initialized | dist.is_mpi_available
+dist.is_gloo_available | dist.is_nccl_available | dist.get_backend | dist.get_rank
+dist.get_world_size | torch.multiprocessing.spawn | torchrun | torchrun --nproc-per-node
+torchrun --nnodes | torchrun --node-rank | torchrun --master-addr | torchrun --standalone
+MASTER_ADDR | MASTER_PORT | RANK | WORLD_SIZE | LOCAL_RANK | --local-rank | dist.TCPStore
+store.set | store.get | store.multi_set | store.multi_get | store.add | store.compare_set
+store.append | store.wait | store.check | store.delete_key | store.num_keys | dist.FileStore
+dist.HashStore | dist.PrefixStore | dist.monitored_barrier | backend="gloo" | backend="nccl"
+backend="mpi" | dist.new_group | group= | dist.get_group_rank | dist.get_global_rank
+dist.distributed_c10d.get_global_rank | dist.get_process_group_ranks | dist.ProcessGroup
+group.rank() | group.size() | dist.distributed_c10d._get_default_group | dist.init_device_mesh
+dist.device_mesh.init_device_mesh | dist.device_mesh.DeviceMesh | dist.send | dist.recv
+dist.isend | dist.irecv | work.wait() | work.is_completed() | dist.P2POp
+dist.batch_isend_irecv | tag= | dist.send_object_list | dist.recv_object_list | dist.broadcast
+dist.broadcast_object_list | dist.reduce | dist.all_reduce | async_op=True | dist.ReduceOp
+dist.reduce_op | dist.ReduceOp.SUM | dist.ReduceOp.MAX | dist.ReduceOp.AVG
+dist.ReduceOp.PRODUCT | dist.ReduceOp.MIN | dist.gather | dist.all_gather
+dist.all_gather_into_tensor | dist.all_gather_object | dist.scatter | dist.scatter_object_list
+dist.reduce_scatter | dist.reduce_scatter_tensor | dist.all_to_all | dist.all_to_all_single
+dist.barrier | torch.cuda.Stream | torch.cuda.Event | torch.cuda.current_device
+torch.profiler.profile | torch.profiler.record_function | torch.autograd.Function
+tensor.backward(gradient=) | torch.autograd.backward | Variable._execution_engine.run_backward
+torch.utils.checkpoint.checkpoint
+torch.save | torch.load | DistributedDataParallel | DistributedSampler
+""".replace("\n", " | ").split(" | ")
+
+
+TORCH_APIS = [a.strip() for a in TORCH_APIS if a.strip()]
+
+
+def bridge_problems(text):
+    """docs/from_torch.md: a row for each of TORCH_APIS, each row naming an exercise (a
+    link to a lecture page) or saying why none."""
+    rows = {}
+    for line in text.splitlines():
+        if line.startswith("| `"):
+            first = line.split(" | ")[0][2:]
+            for name in re.findall(r"`([^`]+)`", first):
+                rows[name] = line
+    out = [f"no row for `{a}`" for a in TORCH_APIS if a not in rows]
+    for name, line in rows.items():
+        last = line.rstrip(" |").rsplit(" | ", 1)[-1]
+        if not re.search(r"\]\(lc\d+_\w+\.md#[\w-]+\)", last) and "no exercise" not in last:
+            out.append(f"the row of `{name}` neither links an exercise nor says why none")
+    return out
+
+
+def names_outside(files, owned):
+    """'file:line: text' for each line naming a lecture in a file outside `owned`."""
+    bad = []
+    for f in files:
+        if f.startswith(owned) or f.endswith((".png", ".svg")):
+            continue
+        try:
+            with open(f, errors="replace") as fh:
+                for k, line in enumerate(fh, 1):
+                    if LECTURE_NAME.search(line):
+                        bad.append(f"{f}:{k}: {line.strip()[:100]}")
+        except OSError:
+            continue
+    return bad
+
+
+def unlabelled_parameters(test, cases):
+    """The parameters of test's cases that its label does not carry: those that vary among
+    the cases and where some case, given another of the test's values for it (the rest
+    unchanged), keeps its label. A report names the failing case by its label, and the
+    line that says which cases failed names these parameters: each must be readable there."""
+    varying = {k for c in cases for k in c.params if k != "fn" and
+               len({repr(x.params.get(k)) for x in cases}) > 1}
+    if len({c.np for c in cases}) > 1:
+        varying.add("np")
+    found = []
+    for name in sorted(varying):
+        values = list(dict.fromkeys(c.np if name == "np" else c.params.get(name)
+                                    for c in cases))
+        for c in cases:
+            other = next((v for v in values
+                          if repr(v) != repr(c.np if name == "np" else c.params.get(name))),
+                         None)
+            twin = dataclasses.replace(c, params=dict(c.params))
+            if name == "np":
+                twin.np = other
+            else:
+                twin.params[name] = other
+            try:
+                same = test.label(twin) == test.label(c)
+            except Exception:
+                continue  # a value this case's shape cannot take: another case decides
+            if same:
+                found.append(f"{test.lecture} {test.name}: the label '{test.label(c)}' does not "
+                             f"change with {name} ({c.np if name == 'np' else c.params[name]}"
+                             f" or {other})")
+                break
+    return found
+
+
+def selftest(s):
+    s.section("lectures: each one unit, found by looking")
+    names = lectures.names()
+    s.record(f"lectures found: {', '.join(names)}", bool(names), [])
+    # Prose may name lectures: the README and the docs; code only in its lecture's places.
+    owned = tuple(p for lec in names for p in lectures.places(lec)) + ("README.md", "docs/")
+    bad = names_outside(project_files(), owned)
+    s.record("no file outside a lecture's own places (and README/docs prose) names a lecture",
+             not bad, bad)
+    import grade
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+
+    def in_sync(text):
+        table = text.split(grade.README_BEGIN, 1)[-1].split(grade.README_END, 1)[0]
+        return table.strip() == grade.lectures_markdown().strip()
+    s.record("the README's table of lectures is the manifests' (make readme writes it)",
+             in_sync(readme),
+             ["the README's table differs from what the manifests give: run make readme"])
+    stale = re.sub(r"(?m)^\| 1 \|.*\n", "", readme, count=1)
+    s.record("a README whose table lacks a lecture's row is reported (negative control)",
+             stale != readme and not in_sync(stale), [])
+    stray = os.path.join(fresh("names"), "x.py")
+    with open(stray, "w") as f:
+        f.write("# harmless\nfrom lectures." + "lc2" + "_dp import ddp\n")
+    found = names_outside([stray, lectures.places(names[0])[1] + "x.c"], owned)
+    s.record("a file outside the lectures' places that names one is reported, with its line "
+             "(negative control)", len(found) == 1 and ":2:" in found[0], found)
+    bad = [p for lec in names for p in docs_problems(lec)]
+    s.record("docs: every lecture page's table of exercises and total points match its tests",
+             not bad, bad)
+    # Negative control: a page whose table gives an exercise one point too many and
+    # whose total is gone must be reported twice.
+    lec = names[0]
+    page = lectures.page(lec)
+    row = re.search(r"^(\| \[`[\w.]+`\]\(#[\w-]+\) \| .*? \| )(\d+)( \|)$", page, re.M)
+    broken = page.replace(row.group(0), row.group(1) + str(int(row.group(2)) + 1) + row.group(3))
+    broken = re.sub(r"the lecture is worth \d+ points", "the lecture is worth a lot", broken)
+    found = docs_problems(lec, broken)
+    s.record("docs: a points table off by one and a missing total are reported (negative "
+             "control)", len(found) == 2, found)
+    pages = ["README.md"] + sorted(glob.glob("docs/*.md"))
+    bad = [p for page in pages for p in link_problems(page)]
+    s.record(f"docs: every relative link of the README and docs/ ({len(pages)} pages) leads to "
+             f"a file and heading that exist", not bad, bad)
+    with open("docs/from_torch.md") as f:
+        bridge = f.read()
+    bad = bridge_problems(bridge)
+    s.record(f"docs/from_torch.md: a row for each of {len(TORCH_APIS)} torch.distributed calls, "
+             f"each linking the exercise that teaches it or saying why none", not bad, bad)
+    row = next(ln for ln in bridge.splitlines() if ln.startswith("| `dist.all_reduce` |"))
+    link = re.search(r"\]\((\w+\.md)#[\w-]+\)", bridge)
+    broken = bridge.replace(row + "\n", "").replace(link.group(0),
+                                                      f"]({link.group(1)}#no_such_heading)")
+    found = bridge_problems(broken) + link_problems("docs/from_torch.md", broken)
+    s.record("docs: a bridge missing a call's row, and a link to a heading that does not "
+             "exist, are reported (negative control)",
+             any("dist.all_reduce" in p for p in found) and
+             any("no_such_heading" in p for p in found), found)
+    with open("README.md") as f:
+        s.record("the README points to docs/from_torch.md", "(docs/from_torch.md)" in f.read(),
+                 [])
+    bad = []
+    for lec in names:
+        tests = lectures.load(lec).TESTS
+        for ex in dict.fromkeys(t.exercise for t in tests):
+            mine = [t for t in tests if t.exercise == ex]
+            numbered = harness.numbered_cases(mine, 1)
+            bad += [p for t in mine for p in unlabelled_parameters(t, numbered[t.name])]
+    s.record("labels: each case's label carries every parameter its test's cases vary in",
+             not bad, bad)
+    # Negative control: the same label, shown each case's first varying parameter
+    # as the first case has it, must be reported for that parameter.
+    test = lectures.load(names[-1]).TESTS[0]
+    cases = harness.numbered_cases([test], 1)[test.name]
+    key = next(k for k in cases[0].params
+               if k != "fn" and len({repr(c.params[k]) for c in cases}) > 1)
+
+    def frozen(c):
+        return test.label(dataclasses.replace(c, params={**c.params, key: cases[0][key]}))
+    found = unlabelled_parameters(dataclasses.replace(test, label=frozen), cases)
+    s.record(f"labels: a label of {test.name} that leaves out {key} is reported (negative "
+             f"control)", len(found) == 1 and f"with {key} " in found[0], found)
+    import bench
+    checked, bad = [], []
+    for lec in bench.benched():
+        figures = getattr(bench.bench_module(lec), "page_figures", None)
+        if figures:
+            checked.append(lec)
+            bad += figures(lectures.page(lec))
+    s.record(f"docs: the bench figures the pages copy that are exact (bytes, pairs, memory) "
+             f"equal the benches' formulas ({', '.join(checked)})", bool(checked) and not bad,
+             bad)
+    # Negative control: a copied row whose last figure is off by one must be reported.
+    lec = checked[-1]
+    page = lectures.page(lec)
+    row = re.search(r"^\w+ +\w+ +\d\*? .* \d+ +\d+$", page, re.M).group(0)
+    broken = page.replace(row, row[:-1] + str((int(row[-1]) + 1) % 10), 1)
+    found = bench.bench_module(lec).page_figures(broken)
+    s.record(f"docs: a bench row of docs/{lec}.md off by one digit is reported (negative "
+             f"control)", len(found) == 1, found)
+    import hints
+    bad = hints.check()
+    s.record("hints: every exercise has its three (the idea, the structure, near-code); every "
+             "TODO within max(3, ceil(n/3)) lines of an n-line solution", not bad, bad)
+    # pyflakes as python3-pyflakes provides it, a module (grader/setup.sh looks the same way).
+    flakes = next((py for py in (sys.executable, "/usr/bin/python3")
+                   if os.path.exists(py) and sh([py, "-m", "pyflakes", "--version"])[0] == 0),
+                  None)
+    if flakes:
+        rc, out = sh([flakes, "-m", "pyflakes", "grader"])
+        s.record("pyflakes: grader/ has no warning", rc == 0 and not out.strip(), tail(out, 25))
+    else:
+        s.record("pyflakes: grader/ has no warning", False,
+                 ["pyflakes is not installed: sudo apt-get install -y python3-pyflakes"])
+    import imports
+    found = imports.circles()
+    s.record("grader/: no modules import each other round (imports inside functions too)",
+             not found, [", ".join(c) for c in found])
+    root = fresh("imports")
+    for name, text in (("a.py", "import b\n"), ("b.py", "def f():\n    import a\n"),
+                       ("c.py", "import a\n")):
+        with open(os.path.join(root, name), "w") as f:
+            f.write(text)
+    found = imports.circles(root)
+    s.record("grader/: a circle through an import inside a function is reported, a module "
+             "that only joins it is not (negative control)", found == [["a", "b"]], found)
+    import libxt_layers
+    bad = libxt_layers.check(".")
+    layers = libxt_layers.layers(".")
+    s.record("libxt: files call each other in one direction, as xt_internal.h's layers say ("
+             + " < ".join(" ".join(f) for _, f in layers) + ")", not bad, bad)
+    used = libxt_layers.usage(".")
+    single = libxt_layers.single_lecture(used)
+    shared = sorted(f for f, lecs in used.items() if len(lecs) >= 2)
+    s.record(f"libxt: each of its files is used by two lectures or more ({len(shared)} files, "
+             "measured on the symbols the lectures' objects use), lecture code is in kits",
+             not single and len(shared) >= len(used) - len(libxt_layers.DEVICE_LAYER), single)
+    # Negative control: measured on one lecture's programs alone, every file it uses is one
+    # lecture's, and must be reported.
+    one = lectures.names()[-1]
+    alone = libxt_layers.single_lecture(libxt_layers.usage(".", [one]))
+    want = sorted(f for f, lecs in used.items()
+                  if one in lecs and f not in libxt_layers.DEVICE_LAYER)
+    got = sorted(p.split()[0][len("common/"):] for p in alone)
+    s.record(f"libxt: a file only one lecture's programs use is reported (negative control: "
+             f"the usage of {one}'s programs alone names all {len(want)} files they use)",
+             want and got == want, alone[:3])
+    # Negative control: the same objects against layers that swap init.c's with the base, and
+    # a comment naming a lecture, must both be reported.
+    root = fresh("layers")
+    shutil.copytree("common", os.path.join(root, "common"))
+    os.makedirs(os.path.join(root, "build"))
+    os.symlink(os.path.abspath(os.path.join("build", "common")),
+               os.path.join(root, "build", "common"))
+    internal = os.path.join(root, "common", "xt_internal.h")
+    with open(internal) as f:
+        text = f.read()
+    lines = text.split("\n")
+    start = next(i for i, ln in enumerate(lines) if "LAYERS" in ln)
+    layer = {}
+    for i in range(start + 1, len(lines)):
+        if "*/" in lines[i]:
+            break
+        m = re.match(r"( \*\s+\d+ )(.*)", lines[i])
+        if m:
+            layer[i] = m
+    first, last = min(layer), max(k for k in layer if "init.c" in layer[k].group(2))
+    lines[first] = layer[first].group(1) + layer[last].group(2)  # init.c at the bottom
+    lines[last] = layer[last].group(1) + layer[first].group(2)
+    text = "\n".join(lines)
+    with open(internal, "w") as f:
+        f.write(text)
+    with open(os.path.join(root, "common", "mem.c"), "a") as f:
+        f.write("/* as " + "lc" + "3_zero wants */\n")
+    found = libxt_layers.check(root)
+    ok = (any("init.c" in p for p in found) and
+          any("names a lecture" in p for p in found))
+    s.record("libxt layers: a file above its layer, or a lecture's name, is reported "
+             "(negative control)", ok, found[:6])
+    import throwaway
+    start = time.monotonic()
+    for what, ok, details in throwaway.check(fresh("throwaway")):
+        s.record(f"a throwaway lecture in a copy of the tree: {what}", ok, details)
+    print(f"  ({time.monotonic() - start:.1f} s)")
