@@ -245,6 +245,30 @@ def unlabelled_parameters(test, cases):
     return found
 
 
+def header_dependencies(d_file):
+    """The files an object's make dependency file (.d) says it was compiled from."""
+    try:
+        with open(d_file) as f:
+            text = f.read().replace("\\\n", " ")
+    except OSError:
+        return []
+    first = text.split("\n", 1)[0]
+    return first.split(":", 1)[1].split() if ":" in first else []
+
+
+def grader_includes(lecture_dirs):
+    """[(object's .d, the file under grader/ it was compiled from)] for every program of
+    the student trees and solutions given (build/<dir>/*.d): what a student's file may read
+    is beside it or in common/, never in the grader."""
+    out = []
+    for d in lecture_dirs:
+        for dep_file in sorted(glob.glob(os.path.join("build", d, "*.d"))):
+            out += [(dep_file, p) for p in header_dependencies(dep_file)
+                    if os.path.normpath(p).split(os.sep)[0] == "grader"
+                    or os.sep + "grader" + os.sep in os.path.abspath(p)]
+    return out
+
+
 def selftest(s):
     s.section("lectures: each one unit, found by looking")
     names = lectures.names()
@@ -373,6 +397,21 @@ def selftest(s):
     s.record("grader/: a circle through an import inside a function is reported, a module "
              "that only joins it is not (negative control)", found == [["a", "b"]], found)
     import libxt_layers
+    names = lectures.names()
+    dirs = [d for lec in names for d in (lec, os.path.join("solutions", lec))]
+    built = sum(len(glob.glob(os.path.join("build", d, "*.d"))) for d in dirs)
+    found = grader_includes(dirs)
+    s.record(f"no student's or solution's program includes a file from grader/ (the "
+             f"compiler's own dependency lists of {built} programs)", built > 0 and not found,
+             [f"{d}: {p}" for d, p in found[:6]])
+    # Negative control: a dependency list naming a header under grader/ is reported.
+    fake = os.path.join(fresh("includes"), "x")
+    os.makedirs(fake)
+    with open(os.path.join(fake, "ex.d"), "w") as f:
+        f.write("build/x/ex.o: x/ex.c grader/lectures/x/lecture.h \\\n common/xt.h\n")
+    shown = grader_includes([os.path.relpath(fake, "build")])
+    s.record("a program compiled from a header under grader/ is reported (negative control)",
+             [p for _, p in shown] == ["grader/lectures/x/lecture.h"], shown)
     bad = libxt_layers.check(".")
     layers = libxt_layers.layers(".")
     s.record("libxt: files call each other in one direction, as xt_internal.h's layers say ("
