@@ -202,25 +202,25 @@ detail: rank \\d+ tallied \\[\\]: the kit's tally_sums, once
 """
 
 
-def mutant_patch():
+def patch(about, line, new):
+    """A mutant: its header `about`, then a hunk replacing the solution's `line` (with one
+    line of context either side) by the lines `new`."""
     lines = SOLUTION.split("\n")
-    at = lines.index("    MPI_Allreduce(x, y, n, MPI_INT, MPI_SUM, comm);")
+    at = lines.index(line)
     path = f"solutions/{NAME}/{EXERCISE}.c"
-    return (MUTANT_ABOUT + f"--- a/{path}\n+++ b/{path}\n"
-            f"@@ -{at},3 +{at},5 @@\n"
-            f" {lines[at - 1]}\n-{lines[at]}\n"
-            f"+    (void)comm;\n+    for (int i = 0; i < n; i++)\n+        y[i] = x[i];\n"
+    return (about + f"--- a/{path}\n+++ b/{path}\n"
+            f"@@ -{at},3 +{at},{2 + len(new)} @@\n"
+            f" {lines[at - 1]}\n-{lines[at]}\n" + "".join(f"+{n}\n" for n in new) +
             f" {lines[at + 1]}\n")
+
+
+def mutant_patch():
+    return patch(MUTANT_ABOUT, "    MPI_Allreduce(x, y, n, MPI_INT, MPI_SUM, comm);",
+                 ["    (void)comm;", "    for (int i = 0; i < n; i++)", "        y[i] = x[i];"])
 
 
 def untallied_patch():
-    lines = SOLUTION.split("\n")
-    at = lines.index("    tally_sums(y, n);")
-    path = f"solutions/{NAME}/{EXERCISE}.c"
-    return (MUTANT_UNTALLIED + f"--- a/{path}\n+++ b/{path}\n"
-            f"@@ -{at},3 +{at},2 @@\n"
-            f" {lines[at - 1]}\n-{lines[at]}\n"
-            f" {lines[at + 1]}\n")
+    return patch(MUTANT_UNTALLIED, "    tally_sums(y, n);", [])
 
 
 def tree_files(root):
