@@ -184,15 +184,26 @@ def hidden_scratch(obj, source):
     if not source or not os.path.exists(source):
         return msgs
     cc = os.environ.get("MPICC") or "mpicc"
+    # The include path the Makefile gives the lecture's programs: libxt's headers, and the
+    # kit's header (solutions/<lecture>/kit.h, which a mutant's or a drill's copy lacks).
+    here = os.path.dirname(os.path.abspath(__file__))
+    kit = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(here))), "solutions",
+                       os.path.basename(here))
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O2", "-Icommon",
-               "-I" + os.path.dirname(os.path.abspath(__file__)), "-Wvla", "-Walloca",
-               f"-Wframe-larger-than={FRAME_LIMIT}", "-c", source,
+        cmd = [cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O2", "-Icommon", "-I" + kit,
+               "-Wvla", "-Walloca", f"-Wframe-larger-than={FRAME_LIMIT}", "-c", source,
                "-o", os.path.join(tmp, "o.o")]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        except OSError:
-            return msgs
+        except OSError as e:
+            return msgs + [f"could not be compiled again to look for scratch on the stack "
+                           f"({e}): the grader's fault, please report it"]
+    if res.returncode != 0:
+        # The program built, so this compile must too: a failure is the grader's, and a
+        # silent one would let stack scratch pass unseen.
+        first = next((ln for ln in res.stderr.splitlines() if "error" in ln), res.stderr[:200])
+        return msgs + [f"could not be compiled again to look for scratch on the stack "
+                       f"({first.strip()}): the grader's fault, please report it"]
     func = ""
     for line in res.stderr.splitlines():
         m = re.search(r"In function [‘'`](\w+)", line)
