@@ -412,6 +412,19 @@ def selftest(s):
     shown = grader_includes([os.path.relpath(fake, "build")])
     s.record("a program compiled from a header under grader/ is reported (negative control)",
              [p for _, p in shown] == ["grader/lectures/x/lecture.h"], shown)
+
+    def internal_users(dep_files):
+        return [d for d in dep_files
+                if any(p.endswith("common/xt_internal.h") for p in header_dependencies(d))]
+    kit_deps = sorted(glob.glob(os.path.join("build", "grader", "lectures", "*", "kit", "*.d")))
+    internal = internal_users(kit_deps)
+    with open(os.path.join(fake, "kit.d"), "w") as f:
+        f.write("build/x/kit.o: x/kit.c common/xt_internal.h \\\n common/xt.h\n")
+    s.record(f"each lecture's kit uses libxt through xt_harness.h, never xt_internal.h "
+             f"({len(kit_deps)} kit objects' dependency lists; one that includes it is "
+             f"reported: negative control)",
+             bool(kit_deps and not internal and internal_users([os.path.join(fake, "kit.d")])),
+             internal[:6])
     bad = libxt_layers.check(".")
     layers = libxt_layers.layers(".")
     s.record("libxt: files call each other in one direction, as xt_internal.h's layers say ("
