@@ -22,6 +22,18 @@ FORBIDDEN_SYMBOLS = [
 ]
 
 
+def kit_include(root, path):
+    """The include flags of a C file's lecture kit, as the Makefile's kit_include gives them:
+    ["-Isolutions/<lecture>"] (relative to the repository root `root`), the lecture being
+    the name of the file's directory (of kit/ or kit/tests/ for a kit's own files), where
+    solutions/<lecture>/kit.h exists; else []."""
+    d = os.path.dirname(os.path.normpath(path))
+    while os.path.basename(d) in ("kit", "tests") and "kit" in d.split(os.sep):
+        d = os.path.dirname(d)
+    kit = os.path.join("solutions", os.path.basename(d))
+    return [f"-I{kit}"] if os.path.exists(os.path.join(root, kit, "kit.h")) else []
+
+
 def harness_only():
     """[(regex, message)]: libxt's functions for the runner, benches and tests, which
     common/xt_harness.h declares and an exercise's header does not (xt_rank() is the

@@ -23,6 +23,8 @@ import shlex
 import subprocess
 import sys
 
+import builds
+
 # Flags that write dependency files: the build's business, not an editor's.
 BUILD_ONLY = {"-MMD", "-MP", "-MD"}
 
@@ -56,11 +58,7 @@ def entries(root, mpicc, flags, files):
     own = [f for f in shlex.split(flags) if f not in BUILD_ONLY]
     out = []
     for path in files:
-        d = os.path.dirname(path)
-        while os.path.basename(d) in ("kit", "tests") and "kit" in d.split(os.sep):
-            d = os.path.dirname(d)
-        kit = os.path.join("solutions", os.path.basename(d))
-        extra = [f"-I{kit}"] if os.path.exists(os.path.join(root, kit, "kit.h")) else []
+        extra = builds.kit_include(root, path)
         obj = os.path.join("build", os.path.splitext(path)[0] + ".o")
         out.append({"directory": root, "file": os.path.join(root, path), "output": obj,
                     "arguments": cc + mpi_flags + own + extra + ["-c", path, "-o", obj]})

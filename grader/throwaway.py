@@ -90,13 +90,13 @@ KIT_SOURCE = """\
 #include "kit.h"
 #include "xt_harness.h"
 
+__attribute__((constructor)) static void declare_events(void)
+{
+    xt_event_kind("TW", "tally: count first");
+}
+
 void tally_sums(const int *y, int n)
 {
-    static int declared;
-    if (!declared) {
-        xt_event_kind("TW", "tally: count first");
-        declared = 1;
-    }
     xt_event("TW", "%d %d", n, n ? y[0] : 0);
 }
 """

@@ -47,6 +47,7 @@ import subprocess
 import tempfile
 from collections import Counter
 
+import builds
 from spec import hinted, test
 from lectures.lc4_tp.tp import no_communication
 from lectures.lc6_cp import cp
@@ -186,11 +187,9 @@ def hidden_scratch(obj, source):
     cc = os.environ.get("MPICC") or "mpicc"
     # The include path the Makefile gives the lecture's programs: libxt's headers, and the
     # kit's header (solutions/<lecture>/kit.h, which a mutant's or a drill's copy lacks).
-    here = os.path.dirname(os.path.abspath(__file__))
-    kit = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(here))), "solutions",
-                       os.path.basename(here))
+    kit = builds.kit_include(".", source)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O2", "-Icommon", "-I" + kit,
+        cmd = [cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O2", "-Icommon", *kit,
                "-Wvla", "-Walloca", f"-Wframe-larger-than={FRAME_LIMIT}", "-c", source,
                "-o", os.path.join(tmp, "o.o")]
         try:

@@ -34,16 +34,17 @@ long xt_attn_pairs(char op)
     return pairs_done[op == 'B'];
 }
 
+/* The A kind and the per-case count, declared once as the program starts. */
+__attribute__((constructor)) static void declare_events(void)
+{
+    xt_event_kind("A", "attention block: F|B|T nq nk mask(N|C|S) pairs start end events-before "
+                       "receives-pending their-bytes");
+    xt_on_case_begin(pairs_clear);
+}
+
 static void event(char op, int nq, int nk, char mask, long pairs, double start, int recv_pending,
                   long recv_bytes, long events)
 {
-    static int declared;
-    if (!declared) {
-        xt_event_kind("A", "attention block: F|B|T nq nk mask(N|C|S) pairs start end "
-                           "events-before receives-pending their-bytes");
-        xt_on_case_begin(pairs_clear);
-        declared = 1;
-    }
     if (op == 'F' || op == 'B')
         pairs_done[op == 'B'] += pairs;
     xt_event("A", "%c %d %d %c %ld %.6f %.6f %ld %d %ld", op, nq, nk, mask, pairs, start,

@@ -108,15 +108,16 @@ static void log_clear(void)
     log_n = 0;
 }
 
+/* The X kind and the per-case log, declared once as the program starts. */
+__attribute__((constructor)) static void declare_events(void)
+{
+    xt_event_kind("X", "expert call: F|B expert tokens start end events-before exchanges-pending "
+                       "their-bytes");
+    xt_on_case_begin(log_clear);
+}
+
 static void record(char op, int expert, int tokens, double start, long events)
 {
-    static int declared;
-    if (!declared) {
-        xt_event_kind("X", "expert call: F|B expert tokens start end events-before "
-                           "exchanges-pending their-bytes");
-        xt_on_case_begin(log_clear);
-        declared = 1;
-    }
     long bytes = 0;
     int pending = xt_exchanges_pending(&bytes);
     double end = xt_case_clock();
