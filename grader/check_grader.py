@@ -610,6 +610,13 @@ def test_pattern(s):
         (rows([{"np": 2, "T": t, "one token": int(t == 1)} for t in (1, 4, 6, 9)],
               lambda c: c["T"] != 1), (),
          "3 of 4 cases failed: exactly those with T>=4 (or equally, with no one token)"),
+        (rows([{"np": 2, "in": i, pattern.Word("bias"): b}
+               for i, b in ((7, 1), (9, 0), (13, 1), (2, 1), (1, 0), (12, 1))],
+              lambda c: c["bias"] == 0), (),
+         "2 of 6 cases failed: exactly those with no bias"),
+        (rows([{"np": n, pattern.Word("skewed", "uniform"): k} for n in (2, 4) for k in (0, 1)],
+              lambda c: c["skewed"] == 0), (),
+         "2 of 4 cases failed: exactly those with uniform"),
         (rows(grid, lambda c: False), (), ""),
         ([(grid[0], True)] + [(c, None) for c in grid[1:]], (), ""),
     ]
@@ -622,7 +629,8 @@ def test_pattern(s):
              "a partial split, case numbers when nothing splits them (a per-case seed never "
              "does), tied parameters, facets, cases not run, mixed verdicts; the split that "
              "names the fewest values (bias=1, not in=1,9); a parameter of many values where "
-             "one range splits them (M>=2); flags named in words",
+             "one range splits them (M>=2); flags named in words, and a test's 0/1 parameters by the "
+             "words its labels use (no bias; uniform)",
              not bad, bad)
 
 

@@ -17,6 +17,8 @@ import time
 
 import harness
 import lectures
+import pattern
+import spec
 from testkit import fresh, sh, tail
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -245,6 +247,37 @@ def unlabelled_parameters(test, cases):
     return found
 
 
+def unnamed_parameters(test, cases):
+    """The parameters that vary among test's cases and that some case's label does not
+    name, as messages. A label names a parameter by its name ('M=4'), by the words of a
+    0/1 parameter its test declares ('bias', 'no bias'; spec.word), or, for a parameter
+    whose values are words, by its value ('float32', 'gelu'). The line that says which
+    cases failed uses these names: a label that hides one leaves the student unable to
+    find the cases it means."""
+    values = {}
+    for c in cases:
+        for k, v in [("np", c.np)] + list(c.params.items()):
+            values.setdefault(k, set()).add(pattern._key(v))
+    found = []
+    for name, vals in values.items():
+        if name == "fn" or len(vals) < 2:
+            continue
+        numeric = all(pattern._number(v) is not None for v in vals)
+        names = list(spec.flag_words(test, name)) if name in (test.words or {}) else [name]
+        for c in cases:
+            label = test.label(c)
+            v = pattern._key(c.np if name == "np" else c.params[name])
+            texts = set() if numeric else {str(v), pattern._show(v)}
+            if isinstance(v, tuple):
+                texts.add(",".join(str(x) for x in v))
+            if not any(re.search(rf"(?<![\w.,]){re.escape(t)}(?![\w.])", label)
+                       for t in names + sorted(texts)):
+                found.append(f"{test.lecture} {test.name}: the label '{label}' does not name "
+                             f"{name} ({name}={v})")
+                break
+    return found
+
+
 def header_dependencies(d_file):
     """The files an object's make dependency file (.d) says it was compiled from."""
     try:
@@ -337,9 +370,10 @@ def selftest(s):
         for ex in dict.fromkeys(t.exercise for t in tests):
             mine = [t for t in tests if t.exercise == ex]
             numbered = harness.numbered_cases(mine, 1)
-            bad += [p for t in mine for p in unlabelled_parameters(t, numbered[t.name])]
-    s.record("labels: each case's label carries every parameter its test's cases vary in",
-             not bad, bad)
+            bad += [p for t in mine for p in unlabelled_parameters(t, numbered[t.name]) +
+                    unnamed_parameters(t, numbered[t.name])]
+    s.record("labels: each case's label carries and names every parameter its test's cases "
+             "vary in", not bad, bad)
     # Negative control: the same label, shown each case's first varying parameter
     # as the first case has it, must be reported for that parameter.
     test = lectures.load(names[-1]).TESTS[0]
@@ -352,6 +386,22 @@ def selftest(s):
     found = unlabelled_parameters(dataclasses.replace(test, label=frozen), cases)
     s.record(f"labels: a label of {test.name} that leaves out {key} is reported (negative "
              f"control)", len(found) == 1 and f"with {key} " in found[0], found)
+    # Negative control: a label that writes the parameter's value without its name (and the
+    # linear layers' "no bias" without "bias") must be reported as not naming it.
+    unnamed = unnamed_parameters(dataclasses.replace(
+        test, label=lambda c: test.label(c).replace(f"{key}=", "")), cases)
+    flagged = next(t for lec in names for t in lectures.load(lec).TESTS if t.words)
+    word = next(iter(flagged.words))
+    on, off = spec.flag_words(flagged, word)
+    fcases = harness.numbered_cases([flagged], 1)[flagged.name]
+    unnamed += unnamed_parameters(dataclasses.replace(
+        flagged, label=lambda c: flagged.label(c).replace(on, "") if c[word] else
+        flagged.label(c)), fcases)
+    s.record(f"labels: a label of {test.name} that writes {key}'s value without its name, and "
+             f"one of {flagged.name} that says '{off}' and nothing where {word} is set, are "
+             f"reported (negative control)",
+             len(unnamed) == 2 and f"name {key} " in unnamed[0] and f"name {word} " in unnamed[1],
+             unnamed)
     import bench
     checked, bad = [], []
     for lec in bench.benched():

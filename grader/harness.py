@@ -690,6 +690,10 @@ def case_features(case):
     the facets the test derives from them."""
     features = {"np": case.np}
     features.update(case.params)
+    for name in case.test.words or {}:
+        if name in features:
+            # Said as the label says it: "bias" / "no bias", not "bias=1".
+            features[pattern.Word(*spec.flag_words(case.test, name))] = features.pop(name)
     if case.test.facets:
         features.update(case.test.facets(case))
     return features

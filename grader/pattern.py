@@ -32,6 +32,17 @@ IGNORED = ("fn",)
 MAX_MIXED = 2  # values of a partial split that failed in part
 
 
+class Word(str):
+    """A 0/1 parameter's name as the word that says it is set ("bias"), with the words
+    for unset (`off`, "no bias" unless given): the summary writes such a parameter
+    as its word, as the case labels do (spec.word)."""
+
+    def __new__(cls, on, off=None):
+        w = super().__new__(cls, on)
+        w.off = off or f"no {on}"
+        return w
+
+
 def _key(v):
     """A hashable, comparable stand-in for a parameter's value."""
     if isinstance(v, (list, tuple)):
@@ -81,7 +92,7 @@ class Param:
         self.values = distinct
         # A 0/1 facet whose name is words or a condition, not a parameter's name.
         self.flag = (self.numeric and {_number(v) for v in distinct} <= {0.0, 1.0} and
-                     not name.isidentifier())
+                     (isinstance(name, Word) or not name.isidentifier()))
 
     def _form(self, chosen):
         """(condition, how many things it names) for the values `chosen`."""
@@ -90,7 +101,8 @@ class Param:
         k = len(vals)
         if self.flag and k == 1:
             # A flag named in words ("one token", "alpha>0"): itself, or its absence.
-            return (self.name if _number(vals[0]) else f"no {self.name}"), 1
+            off = self.name.off if isinstance(self.name, Word) else f"no {self.name}"
+            return (str(self.name) if _number(vals[0]) else off), 1
         if k >= 2 and self.numeric and vals == self.values[-k:]:
             return f"{self.name}>={_show(vals[0])}", 1
         if k >= 2 and self.numeric and vals == self.values[:k]:

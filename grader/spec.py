@@ -82,6 +82,20 @@ class Case:
         return self.params.get(key, default)
 
 
+def word(case, name):
+    """The word that says a 0/1 parameter of case, as its test's `words` declares it:
+    "bias" where it is set, "no bias" (or the declared other word) where it is not.
+    Labels use it, so that the label and the summary of failed cases say the same."""
+    on, off = flag_words(case.test, name)
+    return on if case.params[name] else off
+
+
+def flag_words(test, name):
+    """(word when set, word when not) of a 0/1 parameter declared in test.words."""
+    w = (test.words or {})[name]
+    return (w, f"no {w}") if isinstance(w, str) else tuple(w)
+
+
 def default_label(case):
     p = case.params
     parts = [f"np={case.np}"]
@@ -127,6 +141,9 @@ class Test:
     # which cases fail ({"padding": 1}), beside np and the parameters themselves, for
     # the line that says which cases failed (grader/pattern.py).
     facets: Optional[Callable] = None
+    # {param: "word" or ("word", "word when off")}: a 0/1 parameter that the label and
+    # the failed-case summary both write as a word ("bias" / "no bias"), see word().
+    words: Optional[dict] = None
 
 
 def test(exercise, points, **parts):

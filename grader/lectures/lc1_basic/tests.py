@@ -984,7 +984,7 @@ def one_signal_per_round(case, inputs, records):
 
 
 @test("fun_barrier", points=10, inputs=barrier_inputs, reference=barrier_reference,
-      label=lambda c: f"np={c.np}, rank {c['late']} arrives last",
+      label=lambda c: f"np={c.np} late={c['late']} (rank {c['late']} arrives last)",
       check=nobody_leaves_early,
       rules=[
           point_to_point_only, one_signal_per_round,
@@ -1098,8 +1098,8 @@ def softmax_tolerance(case, inputs, name, rank):
 
 
 def softmax_label(case):
-    return (f"np={case.np} counts=[{case['counts']}] logits {case['centre']:g} "
-            f"+- {case['width']:g}")
+    return (f"np={case.np} counts=[{case['counts']}] logits centre={case['centre']:g} "
+            f"width={case['width']:g}")
 
 
 @test("fun_dist_softmax", points=5, inputs=softmax_inputs, reference=softmax_reference,

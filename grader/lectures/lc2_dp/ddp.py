@@ -30,7 +30,7 @@ def ddp_label(case):
     text = training_label(case)
     if "bucket_bytes" in p:
         n = len(plan_buckets(model_of(case), p["bucket_bytes"]))
-        text += f" cap={p['bucket_bytes']}B ({amount(n, ' buckets')})"
+        text += f" bucket_bytes={p['bucket_bytes']} ({amount(n, ' buckets')})"
     if "micro" in p:
         text += f" micro={p['micro']}"
     return text

@@ -11,6 +11,7 @@ wrong return value shows as a list of the wrong length.
 import numpy as np
 
 import nn
+import spec
 from spec import NPS, test
 
 EPOCHS = 3
@@ -25,9 +26,9 @@ def sizes(np_, rng):
 
 
 def sampler_label(case):
-    """'np=3 n=10 shuffle drop_last seed=7', 'np=4 n=7 in order seed=7'."""
-    return (f"np={case.np} n={case['n']} {'shuffle' if case['shuffle'] else 'in order'}"
-            f"{' drop_last' if case['drop_last'] else ''} seed={case['seed']}")
+    """'np=3 n=10 shuffle drop_last seed=7', 'np=4 n=7 in order padded seed=7'."""
+    return (f"np={case.np} n={case['n']} {spec.word(case, 'shuffle')} "
+            f"{spec.word(case, 'drop_last')} seed={case['seed']}")
 
 
 def sampler_facets(case):
@@ -77,6 +78,7 @@ def no_communication(case, inputs, records):
 
 @test("distributed_sampler", points=10,
       inputs=sampler_inputs, reference=sampler_reference, label=sampler_label,
+      words={"shuffle": ("shuffle", "in order"), "drop_last": ("drop_last", "padded")},
       facets=sampler_facets, rules=[no_communication],
       hint="'epoch<e>' holds the indices the rank got in epoch e, as many as "
            "distributed_sampler returned")

@@ -78,11 +78,16 @@ def hyperparameters(case):
     return {k: float(np.float32(float(case[k]))) for k in HP_KEYS}
 
 
+def optimizer_words(p):
+    """'AdamW wd=0.1 lr=0.01 beta1=0.9 beta2=0.999': every hyper-parameter by the name
+    the summary of failed cases uses."""
+    kind = "Adam" if float(p["wd"]) == 0 else "AdamW"
+    return f"{kind} wd={p['wd']} lr={p['lr']} beta1={p['beta1']} beta2={p['beta2']}"
+
+
 def adam_label(case):
     p = case.params
-    kind = "Adam" if float(p["wd"]) == 0 else f"AdamW wd={p['wd']}"
-    return (f"np={case.np} n={p['n']} steps={p['steps']} {kind} lr={p['lr']} "
-            f"betas=({p['beta1']},{p['beta2']}) eps={p['eps']}")
+    return f"np={case.np} n={p['n']} steps={p['steps']} {optimizer_words(p)} eps={p['eps']}"
 
 
 def adam_inputs(case, rng):
@@ -188,9 +193,8 @@ def planted_steps(case):
 
 def mixed_label(case):
     p = case.params
-    kind = "Adam" if float(p["wd"]) == 0 else f"AdamW wd={p['wd']}"
-    return (f"np={case.np} {p['dims']} {p['act']} {p['loss']} steps={p['steps']} {kind} "
-            f"lr={p['lr']} betas=({p['beta1']},{p['beta2']}) scale0={p['scale0']} interval={p['interval']} "
+    return (f"np={case.np} {p['dims']} {p['act']} {p['loss']} steps={p['steps']} "
+            f"{optimizer_words(p)} scale0={p['scale0']} interval={p['interval']} "
             f"overflow at step {p['overflow'].replace(',', ' and ')}")
 
 

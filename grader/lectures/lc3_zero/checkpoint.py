@@ -67,7 +67,7 @@ import os
 
 import numpy as np
 
-from spec import amount, bit_differences, Relative, test
+from spec import bit_differences, Relative, test
 from training import model_of
 
 LR = "0.01"
@@ -100,9 +100,9 @@ def phase2_rank(case, r):
 
 def label(case):
     p = case.params
-    return (f"np={case.np} saved at {p['save_np']}, loaded at {p['load_np']}: {p['dims']} "
-            f"{p['act']} {p['loss']}, {amount(p['batch'], ' rows')}, "
-            f"{p['steps1']}+{p['steps'] - p['steps1']} steps")
+    return (f"np={case.np} save_np={p['save_np']} load_np={p['load_np']}: {p['dims']} "
+            f"{p['act']} {p['loss']} batch={p['batch']} steps1={p['steps1']} "
+            f"steps={p['steps']}")
 
 
 def inputs(case, rng):
@@ -367,8 +367,8 @@ DAMAGED = {"truncate": "shard-1.bin", "step": "shard-1.bin", "magic": "meta.bin"
 
 def damage_label(case):
     p = case.params
-    return (f"np={case.np} saved at {p['save_np']}, loaded at {p['load_np']}, damaged "
-            f"({p['damage']}): {p['dims']} {p['act']} {p['loss']}, {p['batch']} rows")
+    return (f"np={case.np} save_np={p['save_np']} load_np={p['load_np']} "
+            f"damage={p['damage']}: {p['dims']} {p['act']} {p['loss']} batch={p['batch']}")
 
 
 def damage(case, d):

@@ -22,6 +22,7 @@ error was 1.6% of the bound.
 
 import numpy as np
 
+import spec
 from spec import hinted, test
 from lectures.lc4_tp.tp import (NPS_LAYER, block, collectives_exactly, columns, identical_on_ranks,
                                 matmul_tolerance, no_communication, rows_of, shape_locator)
@@ -32,10 +33,14 @@ COL_SHAPES = [(3, 5, 7), (1, 4, 9), (4, 16, 13), (2, 3, 2), (5, 6, 1), (2, 8, 12
 ROW_SHAPES = [(3, 7, 5), (1, 9, 4), (4, 13, 16), (2, 2, 3), (5, 1, 6), (2, 12, 8)]
 
 
+# The 0/1 parameters written as words, in labels and in the summary of failed cases.
+LINEAR_WORDS = {"bias": "bias"}
+
+
 def linear_label(case):
     p = case.params
-    return (f"np={case.np} rows={p['rows']} in={p['in']} out={p['out']}"
-            f"{'' if p['bias'] else ' no bias'}")
+    return (f"np={case.np} rows={p['rows']} in={p['in']} out={p['out']} "
+            f"{spec.word(case, 'bias')}")
 
 
 def linear_cases(shapes):
@@ -162,7 +167,7 @@ DX_IDENTICAL = hinted(
 
 
 @test("col_parallel_linear", points=5, inputs=col_inputs, reference=col_reference,
-      tolerance=col_tolerance, label=linear_label, facets=linear_facets,
+      tolerance=col_tolerance, label=linear_label, words=LINEAR_WORDS, facets=linear_facets,
       locate=shape_locator(col_shapes),
       rules=[no_communication("the column-parallel forward")],
       hint="y_r = x W_r + b_r: the rank's own columns; x is whole on every rank")
@@ -171,7 +176,7 @@ def col_linear_forward(rng):
 
 
 @test("col_parallel_linear", points=6, inputs=col_inputs, reference=col_reference,
-      tolerance=col_tolerance, label=linear_label, facets=linear_facets,
+      tolerance=col_tolerance, label=linear_label, words=LINEAR_WORDS, facets=linear_facets,
       locate=shape_locator(col_shapes), check=DX_IDENTICAL, check_first=True,
       rules=[collectives_exactly(lambda c, i, r: [("MPI_Allreduce", c["rows"] * c["in"])],
                                  "one all-reduce of rows*in floats: dx")],
@@ -182,7 +187,7 @@ def col_linear_backward(rng):
 
 
 @test("col_parallel_linear", points=4, inputs=col_inputs, reference=col_reference,
-      tolerance=col_tolerance, label=linear_label, facets=linear_facets,
+      tolerance=col_tolerance, label=linear_label, words=LINEAR_WORDS, facets=linear_facets,
       locate=shape_locator(col_shapes),
       rules=[collectives_exactly(
           lambda c, i, r: [(("MPI_Allgatherv", "MPI_Allgather"),
@@ -276,7 +281,7 @@ Y_IDENTICAL = hinted(
 
 
 @test("row_parallel_linear", points=6, inputs=row_inputs, reference=row_reference,
-      tolerance=row_tolerance, label=linear_label, facets=linear_facets,
+      tolerance=row_tolerance, label=linear_label, words=LINEAR_WORDS, facets=linear_facets,
       locate=shape_locator(row_shapes), check=Y_IDENTICAL, check_first=True,
       rules=[collectives_exactly(lambda c, i, r: [("MPI_Allreduce", c["rows"] * c["out"])],
                                  "one all-reduce of rows*out floats: y")],
@@ -287,7 +292,7 @@ def row_linear_forward(rng):
 
 
 @test("row_parallel_linear", points=4, inputs=row_inputs, reference=row_reference,
-      tolerance=row_tolerance, label=linear_label, facets=linear_facets,
+      tolerance=row_tolerance, label=linear_label, words=LINEAR_WORDS, facets=linear_facets,
       locate=shape_locator(row_shapes),
       rules=[no_communication("the row-parallel backward")],
       hint="dy is whole on every rank: dx_r = dy W_r^T, dW_r += x_r^T dy and db += the column "

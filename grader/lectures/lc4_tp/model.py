@@ -60,8 +60,9 @@ CONFIGS = {
 
 def model_label(case):
     p = case.params
-    return (f"np={case.np} V={p['vocab']} d={p['d']} L={p['layers']} heads={p['hq']}/"
-            f"{p['hkv']}x{p['hd']} ff={p['ff']} tokens={p['batch']}x{p['T']} wd={p['wd']}")
+    return (f"np={case.np} vocab={p['vocab']} d={p['d']} layers={p['layers']} hq={p['hq']} "
+            f"hkv={p['hkv']} hd={p['hd']} ff={p['ff']} batch={p['batch']} T={p['T']} "
+            f"wd={p['wd']}")
 
 
 def model_cases(rng):

@@ -30,6 +30,7 @@ dgamma without rstd, the dx term through rstd.
 
 import numpy as np
 
+import spec
 from spec import hinted, test
 from lectures.lc4_tp.tp import (NPS_LAYER, block, collectives_exactly, identical_on_ranks,
                                 no_communication, rows_of, shape_locator)
@@ -42,9 +43,13 @@ FORBIDDEN = [(r"^xt_rmsnorm_(forward|backward)$",
               "calls {}, libxt's copy of the RMSNorm this exercise writes: write it yourself")]
 
 
+# The 0/1 parameters written as words, in labels and in the summary of failed cases.
+NORM_WORDS = {"zero_token": ("a zero token", "no zero token")}
+
+
 def norm_label(case):
-    zero = " one token all zeros" if case["zero_token"] else ""
-    return f"np={case.np} tokens={case['tokens']} d={case['d']} eps={case['eps']}{zero}"
+    return (f"np={case.np} tokens={case['tokens']} d={case['d']} eps={case['eps']} "
+            f"{spec.word(case, 'zero_token')}")
 
 
 def norm_cases(rng):
@@ -179,7 +184,8 @@ DGAMMA_IDENTICAL = hinted(
 
 
 @test("rms_norm", points=4, inputs=norm_inputs, reference=norm_reference,
-      tolerance=norm_tolerance, label=norm_label, facets=norm_facets, locate=token_locator(),
+      tolerance=norm_tolerance, label=norm_label, words=NORM_WORDS, facets=norm_facets,
+      locate=token_locator(),
       rules=[no_communication("the RMSNorm forward")], forbidden=FORBIDDEN,
       hint="rstd_i = 1/sqrt(mean over the d features of x_ij^2 + eps), eps inside the sqrt; "
            "y_ij = x_ij rstd_i gamma_j; a token needs only itself")
@@ -188,7 +194,8 @@ def rmsnorm_forward(rng):
 
 
 @test("rms_norm", points=6, inputs=norm_inputs, reference=norm_reference,
-      tolerance=norm_tolerance, label=norm_label, facets=norm_facets, locate=token_locator(),
+      tolerance=norm_tolerance, label=norm_label, words=NORM_WORDS, facets=norm_facets,
+      locate=token_locator(),
       check=DGAMMA_IDENTICAL, check_first=True, forbidden=FORBIDDEN,
       rules=[collectives_exactly(lambda c, i, r: [("MPI_Allreduce", c["d"])],
                                  "one all-reduce of d floats: the own tokens' part of dgamma")],

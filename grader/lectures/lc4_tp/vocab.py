@@ -32,6 +32,7 @@ Tolerances, measured over seeds 1 to 5 (worst error / bound in the docs):
 
 import numpy as np
 
+import spec
 from spec import hinted, test
 from lectures.lc4_tp.tp import (NPS_LAYER, block, collectives_at_most, collectives_exactly,
                                 identical_on_ranks, matmul_tolerance, no_communication)
@@ -168,12 +169,14 @@ CE_SHAPES = [(4, 13, "small", "random", 1), (1, 7, "small", "random", 1),
              (4, 13, "1e4", "one block", 0), (0, 9, "small", "random", 1)]
 
 
+# The 0/1 parameters written as words, in labels and in the summary of failed cases.
+CE_WORDS = {"grad": ("dlogits", "dlogits=NULL")}
+
+
 def ce_label(case):
     p = case.params
-    return (f"np={case.np} n={p['n']} V={p['V']}"
-            + (" logits~+-1e4" if p["logits"] == "1e4" else "")
-            + (" targets in one block" if p["targets"] == "one_block" else "")
-            + ("" if p["grad"] else " dlogits=NULL"))
+    return (f"np={case.np} n={p['n']} V={p['V']} logits={p['logits']} "
+            f"targets={p['targets']} {spec.word(case, 'grad')}")
 
 
 def ce_cases(rng):
@@ -270,7 +273,7 @@ LOSS_IDENTICAL = hinted(
 
 
 @test("cross_entropy_tp", points=10, inputs=ce_inputs, reference=ce_reference,
-      tolerance=ce_tolerance, label=ce_label, facets=vocab_facets, locate=ce_locate,
+      tolerance=ce_tolerance, label=ce_label, words=CE_WORDS, facets=vocab_facets, locate=ce_locate,
       check=LOSS_IDENTICAL, check_first=True,
       rules=[collectives_at_most(("MPI_Allreduce",), lambda c, i, r: 3,
                                  lambda c, i, r: 2 * c["n"],

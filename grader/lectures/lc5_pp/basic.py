@@ -95,7 +95,7 @@ def basic_inputs(case, rng):
 
 
 def basic_label(case):
-    return (f"np={case.np} rows={case['mb_rows']} layers={pp.nlayers(case)} "
+    return (f"np={case.np} mb_rows={case['mb_rows']} layers={pp.nlayers(case)} "
             f"dims={case['dims']} {case['act']}")
 
 

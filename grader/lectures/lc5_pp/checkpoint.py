@@ -74,8 +74,8 @@ def segments(case):
 def label(case):
     d = pp.dims_of(case)
     same = " equal widths" if len(set(d)) == 1 else ""
-    return (f"L={pp.nlayers(case)} nseg={nseg(case)} rows={case['mb_rows']}{same} "
-            f"dims={case['dims']} {case['act']}")
+    return (f"layers={pp.nlayers(case)} v={nseg(case)} segments mb_rows={case['mb_rows']}"
+            f"{same} dims={case['dims']} {case['act']}")
 
 
 def facets(case):

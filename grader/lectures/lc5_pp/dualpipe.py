@@ -110,7 +110,7 @@ WHY = {"odd_np": "np odd", "odd_M": "M odd", "few_M": "M < 2 np"}
 
 def refusal_label(case):
     return (f"np={case.np} M={case['M']} dims={case['dims']} {case['act']} "
-            f"({WHY[case['why']]})")
+            f"why={case['why']} ({WHY[case['why']]})")
 
 
 def refusal(case, inp, error, d):

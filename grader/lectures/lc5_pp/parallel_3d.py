@@ -108,8 +108,8 @@ def flat_shard(case, r, views):
 def p3d_label(case):
     p = case.params
     dp, pp, tp = mesh(case)
-    return (f"np={case.np} mesh pp={pp} dp={dp} tp={tp} M={p['M']} L={p['layers']} "
-            f"batch={p['seqs']}x{p['T']} ff={p['ff']} wd={p['wd']}")
+    return (f"np={case.np} mesh pp={pp} dp={dp} tp={tp} M={p['M']} layers={p['layers']} "
+            f"seqs={p['seqs']} T={p['T']} ff={p['ff']} wd={p['wd']}")
 
 
 def p3d_facets(case):

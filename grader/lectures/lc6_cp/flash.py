@@ -63,7 +63,7 @@ def flash_cases(rng):
 
 
 def label(case):
-    return f"T={case['T']} d={case['hd']} br={case['br']} bc={case['bc']}"
+    return f"T={case['T']} hd={case['hd']} br={case['br']} bc={case['bc']}"
 
 
 def facets(case):

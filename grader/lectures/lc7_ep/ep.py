@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 import nn
+import spec
 from spec import OfScale
 
 MARGIN = 2e-3
@@ -56,23 +57,23 @@ def moe_case(n, T, d, E, ff, k, cf=0.0, skew=0, renorm=0, alpha=0.0, experts="lo
 def label(case):
     p = case.params
     parts = [f"np={case.np} T={p['T']} d={p['d']} E={p['E']} ff={p['ff']} k={p['k']}"]
-    if p["cf"]:
-        parts.append(f"cf={p['cf']:g} (C={capacity(case)})")
+    parts.append(f"cf={p['cf']:g} (C={capacity(case)})" if p["cf"] else "cf=0 (dropless)")
     if p["renorm"]:
         parts.append("renorm")
-    if p["alpha"]:
-        parts.append(f"alpha={p['alpha']:g}")
-    if p["skew"]:
-        parts.append("skewed")
-    if p.get("one"):
-        parts.append("an expert with one choice")
+    parts.append(f"alpha={p['alpha']:g}")
+    parts.append(spec.word(case, "skew"))
+    if "one" in p:
+        parts.append(spec.word(case, "one"))
     return " ".join(parts)
+
+
+# The 0/1 parameters written as words, in labels and in the summary of failed cases.
+WORDS = {"skew": ("skewed", "uniform"), "one": ("one-choice expert", "no one-choice expert")}
 
 
 def facets(case):
     p = case.params
-    return {"experts per rank": p["E"] // case.np, "capacity": int(p["cf"] > 0),
-            "skewed": p["skew"], "k": p["k"]}
+    return {"experts per rank": p["E"] // case.np, "capacity": int(p["cf"] > 0), "k": p["k"]}
 
 
 def local_experts(case, r):

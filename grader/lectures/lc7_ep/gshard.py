@@ -133,7 +133,7 @@ WHY_TOKENS = "each expert computes the rows routed to it from every rank, once"
 
 
 @test("gshard", points=14, inputs=inputs, reference=reference, tolerance=tolerance,
-      label=ep.label, facets=facets, locate=locate,
+      label=ep.label, words=ep.WORDS, facets=facets, locate=locate,
       rules=[traffic(False), ep.expert_tokens("F", WHY_TOKENS)],
       hint="route (x Wr, xt_topk_route), queue the choices (all first choices in token "
            "order, then the second ones; past C dropped), count the kept rows per expert, "
@@ -146,7 +146,7 @@ def gshard_forward(rng):
 
 
 @test("gshard", points=18, inputs=inputs, reference=reference, tolerance=tolerance,
-      label=ep.label, facets=facets, locate=locate,
+      label=ep.label, words=ep.WORDS, facets=facets, locate=locate,
       rules=[traffic(True), ep.expert_tokens("F", WHY_TOKENS),
              ep.expert_tokens("B", WHY_TOKENS)],
       hint="keep the forward's counts, displacements and regrouping; dw_tj = <dy_t, out_tj> "

@@ -72,7 +72,7 @@ def layer_cases(shapes, backward):
 
 
 def facets(case):
-    return {"k": case["k"], "skewed": case["skew"], "alpha>0": int(case["alpha"] > 0),
+    return {"k": case["k"], "alpha>0": int(case["alpha"] > 0),
             "one token": int(case["T"] == 1)}
 
 
@@ -201,7 +201,7 @@ BANK = (r"^xt_experts_(forward|backward)$",
 
 
 @test("moe_forward", points=8, inputs=layer_inputs, reference=forward_reference,
-      tolerance=tolerance, label=ep.label, facets=facets, locate=locate,
+      tolerance=tolerance, label=ep.label, words=ep.WORDS, facets=facets, locate=locate,
       rules=RULES + [routed_work(1)], forbidden=[BANK],
       hint="logits = x Wr; xt_topk_route(idx, w, probs, logits, T, E, k, 0); count each "
            "expert's choices, give choice c = t k + j a row in its expert's group; per expert "
@@ -212,7 +212,7 @@ def moe_forward(rng):
 
 
 @test("moe_backward", points=14, inputs=layer_inputs, reference=backward_reference,
-      tolerance=tolerance, label=ep.label, facets=facets, locate=locate,
+      tolerance=tolerance, label=ep.label, words=ep.WORDS, facets=facets, locate=locate,
       rules=RULES + [routed_work(2)], forbidden=[BANK, (r"^xt_(swiglu|silu)_backward$",
                         "calls {}: SwiGLU's backward is this exercise's to write by hand "
                         "(xt_gemm and an elementwise loop: dg = dh u s (1 + g (1 - s)))")],

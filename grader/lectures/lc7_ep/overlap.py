@@ -63,6 +63,7 @@ from collections import Counter
 import numpy as np
 
 import nn
+import spec
 from spec import COLLECTIVE_KINDS, test
 from lectures.lc7_ep import ep
 
@@ -99,11 +100,11 @@ def exchange_case(n, E, d, ff, most, skew):
 def exchange_label(case):
     p = case.params
     return (f"np={case.np} E={p['E']} (E/np={p['E'] // case.np}) d={p['d']} ff={p['ff']} "
-            f"rows<={p['most']}" + (" skewed" if p["skew"] else ""))
+            f"most={p['most']} {spec.word(case, 'skew')}")
 
 
 def exchange_facets(case):
-    return {"experts per rank": case["E"] // case.np, "skewed": case["skew"]}
+    return {"experts per rank": case["E"] // case.np}
 
 
 def exchange_histogram(case, rng):
@@ -287,7 +288,7 @@ EXCHANGES = [exchange_case(2, 4, 8, 8, 3, 1), exchange_case(2, 2, 6, 4, 4, 0),
 
 
 @test("all2all_async", points=10, inputs=exchange_inputs, reference=exchange_reference,
-      tolerance=tolerance, label=exchange_label, facets=exchange_facets,
+      tolerance=tolerance, label=exchange_label, words=ep.WORDS, facets=exchange_facets,
       locate=exchange_locate,
       rules=[a2a_traffic,
              ep.expert_tokens_from(lambda c, i: i["histogram"], "F",
@@ -509,7 +510,7 @@ LAYERS = [(2, 7, 8, 4, 8, 2, 1), (2, 6, 6, 2, 8, 1, 0), (2, 9, 8, 8, 6, 2, 0),
 
 
 @test("moe_overlap", points=16, inputs=layer_inputs, reference=layer_reference,
-      tolerance=tolerance, label=ep.label, facets=layer_facets, locate=layer_locate,
+      tolerance=tolerance, label=ep.label, words=ep.WORDS, facets=layer_facets, locate=layer_locate,
       rules=[ovl_traffic, ovl_tags,
              ep.expert_tokens("F", "every choice computed once, on its expert's rank"),
              ovl_calls, ovl_pending, ovl_sent_first],

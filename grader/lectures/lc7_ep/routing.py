@@ -57,6 +57,7 @@ forgotten -sum term, the bias in the weights, f_i summing to k, P_i from the cho
 import numpy as np
 
 import nn
+import spec
 from spec import Relative, hinted, test
 from lectures.lc4_tp.tp import no_communication
 
@@ -206,10 +207,13 @@ def topk_backward_tolerance(case, inputs, name, rank):
     return (1e-30 + EPS * (8 + 4 * case["k"]) * bound).reshape(-1)
 
 
+# The 0/1 parameter written as a word, in labels and in the summary of failed cases.
+TOPK_WORDS = {"renorm": "renorm"}
+
+
 def topk_label(case):
     p = case.params
-    return (f"T={p['T']} E={p['E']} k={p['k']}{' renorm' if p['renorm'] else ''} "
-            f"logits {p['values']}")
+    return f"T={p['T']} E={p['E']} k={p['k']} {spec.word(case, 'renorm')} logits {p['values']}"
 
 
 def topk_facets(case):
@@ -231,7 +235,7 @@ def topk_cases(rng):
 
 
 @test("topk_gradient", points=4, inputs=topk_forward_inputs, reference=topk_forward_reference,
-      tolerance=topk_forward_tolerance, label=topk_label, facets=topk_facets,
+      tolerance=topk_forward_tolerance, label=topk_label, words=TOPK_WORDS, facets=topk_facets,
       locate=topk_locate, rules=[NO_MPI], forbidden=FORBIDDEN,
       hint="per token: m = the row's max, p_e = e^(z_e - m) / sum; then k passes, each "
            "taking the largest logit not taken yet, a strict > so that the lower expert wins "
@@ -242,6 +246,7 @@ def topk_forward(rng):
 
 @test("topk_gradient", points=4, inputs=topk_backward_inputs,
       reference=topk_backward_reference, tolerance=topk_backward_tolerance, label=topk_label,
+      words=TOPK_WORDS,
       facets=topk_facets, locate=topk_locate, rules=[NO_MPI], forbidden=FORBIDDEN,
       hint="dp (a vector of E, zero except at the chosen): dw_j, or with renorm (dw_j - "
            "sum_i dw_i w_i) / S, S the chosen probabilities' sum; then the softmax's "
