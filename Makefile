@@ -100,11 +100,26 @@ kit_objs    = $(patsubst %.c,$(BUILD)/%.o,$(wildcard grader/lectures/$(1)/kit/*.
 kit_include = $(addprefix -I,$(patsubst %/,%,$(dir $(wildcard solutions/$(1)/kit.h))))
 lecture_obj = $(call kit_objs,$(call lecture_of,$(1)))
 
-$(BUILD)/%.o: %.c
-	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(XT_CFLAGS) $(call kit_include,$(call lecture_of,$<)) -c $< -o $@
+# An exercise's driver (the grader's cases, the demo and main) is not in the
+# student's file: grader/lectures/<lecture>/drivers/<file> is compiled as one
+# unit with it, after it (-include), so it sees every type and static function
+# the file defines. A file without a driver (libxt, a kit, a test) compiles alone.
+# A tree of its own (a mutant's, build/mutants/<name>/) may hold its own driver.
+tree_of     = $(patsubst %$(call lecture_of,$(1))/$(notdir $(1)),%,$(1))
+driver_path = grader/lectures/$(call lecture_of,$(1))/drivers/$(notdir $(1))
+driver_of   = $(firstword $(wildcard $(call tree_of,$(1))$(call driver_path,$(1)) $(call driver_path,$(1))))
+# -include names the file ./<path>: the prefix map keeps __FILE__ and the debug
+# information at <path>, and DWARF 4 keeps addr2line (binutils 2.40) from giving
+# the exercise's lines to the driver, whose file has the same name.
+UNIT_FLAGS  = -gdwarf-4 -ffile-prefix-map=./=
+comma      := ,
+one_unit    = $(if $(call driver_of,$(1)),$(UNIT_FLAGS) -include $(1) -c $(call driver_of,$(1)),-c $(1))
 
 .SECONDEXPANSION:
+$(BUILD)/%.o: %.c $$(call driver_of,$$*.c)
+	@mkdir -p $(@D)
+	$(MPICC) $(CFLAGS) $(XT_CFLAGS) $(call kit_include,$(call lecture_of,$<)) $(call one_unit,$<) -o $@
+
 $(BUILD)/%: $(BUILD)/%.o $$(call lecture_obj,$$*) $(LIBXT) | $(COMPDB)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
@@ -116,7 +131,8 @@ $(BUILD)/%: $(BUILD)/%.o $$(call lecture_obj,$$*) $(LIBXT) | $(COMPDB)
 # SAN=1's leave it alone). Not for git.
 COMPDB_SOURCES := $(wildcard common/*.c common/tests/*.c) \
                   $(foreach l,$(LECTURES),$(wildcard $(l)/*.c solutions/$(l)/*.c grader/lectures/$(l)/*.c \
-                    grader/lectures/$(l)/kit/*.c grader/lectures/$(l)/kit/tests/*.c))
+                    grader/lectures/$(l)/kit/*.c grader/lectures/$(l)/kit/tests/*.c \
+                    grader/lectures/$(l)/drivers/*.c))
 $(COMPDB_STAMP): grader/compdb.py Makefile grader/lectures/ $(sort $(dir $(COMPDB_SOURCES))) \
                  $(if $(wildcard compile_commands.json),,compdb-missing)
 	@mkdir -p $(@D)
@@ -137,9 +153,9 @@ CUDA_PROGRAMS := $(patsubst %.cu,$(BUILD)/%,$(foreach l,$(LECTURES),$(wildcard $
 
 cuda: $(LIBXT_CUDA) $(CUDA_TESTS) $(CUDA_PROGRAMS)
 
-$(BUILD)/%.cu.o: %.cu
+$(BUILD)/%.cu.o: %.cu $$(call driver_of,$$*.cu)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) $(MPI_CFLAGS) $(subst $(UNIT_FLAGS),-Xcompiler -gdwarf-4$(comma)-ffile-prefix-map=./=,$(call one_unit,$<)) -o $@
 
 $(LIBXT_CUDA): $(BUILD)/common/cuda.cu.o
 	@rm -f $@
@@ -180,8 +196,12 @@ $(EMU)/common/cuda_emu.o: common/cuda_emu.cpp
 	@mkdir -p $(@D)
 	$(EMU_CXX) $(CFLAGS) $(EMU_FLAGS) -c $< -o $@
 
-$(EMU)/%.o: $(EMU)/%.emu.cpp
-	$(EMU_CXX) $(CFLAGS) $(EMU_FLAGS) $(call kit_include,$(call lecture_of,$*)) -c $< -o $@
+# An exercise's driver is rewritten too, and compiled as one unit with it.
+emu_driver = $(patsubst %.cu,$(EMU)/%.emu.cpp,$(call driver_of,$(1).cu))
+
+$(EMU)/%.o: $(EMU)/%.emu.cpp $$(call emu_driver,$$*)
+	$(EMU_CXX) $(CFLAGS) $(EMU_FLAGS) $(call kit_include,$(call lecture_of,$*)) \
+	  $(if $(call emu_driver,$*),$(UNIT_FLAGS) -include $< -c $(call emu_driver,$*),-c $<) -o $@
 
 $(EMU)/%: $(EMU)/%.o $$(call kit_objs,$$(call lecture_of,$$*)) $(EMU_LIB) $(LIBXT)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter-out $(EMU_LIB),$(filter %.o,$^)) $(EMU_LIB) $(LIBXT) -lstdc++ \
@@ -315,7 +335,7 @@ stubs:
 format:
 	clang-format -i common/*.[ch] common/*.cu common/*.cpp common/tests/*.c common/tests/*.cu \
 		common/tests/emu/*.cu common/tests/*.h grader/lectures/*/*.[ch] \
-		$(wildcard grader/lectures/*/kit/*.[ch] grader/lectures/*/kit/tests/*.c) \
+		$(wildcard grader/lectures/*/kit/*.[ch] grader/lectures/*/kit/tests/*.c grader/lectures/*/drivers/*.c*) \
 		lc*/*.c lc*/*.cu solutions/lc*/*.c solutions/lc*/*.cu $(wildcard solutions/lc*/*.h)
 
 clean:

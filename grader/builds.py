@@ -25,13 +25,30 @@ FORBIDDEN_SYMBOLS = [
 def kit_include(root, path):
     """The include flags of a C file's lecture kit, as the Makefile's kit_include gives them:
     ["-Isolutions/<lecture>"] (relative to the repository root `root`), the lecture being
-    the name of the file's directory (of kit/ or kit/tests/ for a kit's own files), where
-    solutions/<lecture>/kit.h exists; else []."""
+    the name of the file's directory (of kit/ or kit/tests/ for a kit's own files, of
+    drivers/ for a driver), where solutions/<lecture>/kit.h exists; else []."""
     d = os.path.dirname(os.path.normpath(path))
     while os.path.basename(d) in ("kit", "tests") and "kit" in d.split(os.sep):
         d = os.path.dirname(d)
+    if os.path.basename(d) == "drivers":
+        d = os.path.dirname(d)
     kit = os.path.join("solutions", os.path.basename(d))
     return [f"-I{kit}"] if os.path.exists(os.path.join(root, kit, "kit.h")) else []
+
+
+def driver_of(source):
+    """The driver compiled with an exercise's file into its program (the grader's cases, the
+    demo and main), as the Makefile's driver_of finds it: a tree's own
+    (<tree>/grader/lectures/<lecture>/drivers/<file>, a mutant's) before the lecture's;
+    None for a file without one."""
+    path = os.path.normpath(source)
+    lecture_dir, name = os.path.split(path)
+    tree, lecture = os.path.split(lecture_dir)
+    shared = os.path.join("grader", "lectures", lecture, "drivers", name)
+    for candidate in (os.path.join(tree, shared), shared):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
 
 
 def harness_only():

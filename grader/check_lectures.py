@@ -15,6 +15,7 @@ import sys
 import time
 
 
+import builds
 import harness
 import lectures
 import pattern
@@ -292,14 +293,53 @@ def header_dependencies(d_file):
 def grader_includes(lecture_dirs):
     """[(object's .d, the file under grader/ it was compiled from)] for every program of
     the student trees and solutions given (build/<dir>/*.d): what a student's file may read
-    is beside it or in common/, never in the grader."""
+    is beside it or in common/, never in the grader. The program's own driver
+    (grader/lectures/<lecture>/drivers/<file>) is compiled with it and is not counted: the
+    driver reads the student's file, not the other way round."""
     out = []
     for d in lecture_dirs:
         for dep_file in sorted(glob.glob(os.path.join("build", d, "*.d"))):
+            name = os.path.basename(dep_file)[:-2]
+            own = {os.path.join("grader", "lectures", os.path.basename(d), "drivers",
+                                name + ext) for ext in ("", ".c", ".cu")}  # x.cu.d: x.cu
             out += [(dep_file, p) for p in header_dependencies(dep_file)
-                    if os.path.normpath(p).split(os.sep)[0] == "grader"
-                    or os.sep + "grader" + os.sep in os.path.abspath(p)]
+                    if (os.path.normpath(p).split(os.sep)[0] == "grader"
+                        or os.sep + "grader" + os.sep in os.path.abspath(p))
+                    and os.path.normpath(p) not in own]
     return out
+
+
+DRIVER_START = re.compile(r"^(static void run_case\(|static void demo\(|int main\()", re.M)
+
+
+def driver_share(text):
+    """The share of a student file's lines that are its program's driver: from the first
+    run_case, demo or main to the end (0 when it has none)."""
+    m = DRIVER_START.search(text)
+    lines = text.count("\n") or 1
+    return 0.0 if m is None else text[m.start():].count("\n") / lines
+
+
+def student_rooms(names):
+    """Problems with the student's room: a student file whose driver is more than a third
+    of it, an exercise without its driver, a driver without its exercise."""
+    problems = []
+    for lec in names:
+        files = sorted(glob.glob(os.path.join(lec, "*.c")) + glob.glob(os.path.join(lec, "*.cu")))
+        for path in files:
+            with open(path) as f:
+                share = driver_share(f.read())
+            if share > 1 / 3:
+                problems.append(f"{path}: {share:.0%} of it is the program's driver (run_case, "
+                                f"demo, main); at most a third may be")
+        drivers = sorted(glob.glob(os.path.join("grader", "lectures", lec, "drivers", "*")))
+        mine = {os.path.basename(p) for p in files}
+        problems += [f"{path}: no exercise {lec}/{os.path.basename(path)} for this driver"
+                     for path in drivers if os.path.basename(path) not in mine]
+        have = {os.path.basename(p) for p in drivers}
+        problems += [f"{path}: no driver grader/lectures/{lec}/drivers/{os.path.basename(path)}"
+                     for path in files if os.path.basename(path) not in have]
+    return problems
 
 
 def selftest(s):
@@ -454,6 +494,36 @@ def selftest(s):
     s.record(f"no student's or solution's program includes a file from grader/ (the "
              f"compiler's own dependency lists of {built} programs)", built > 0 and not found,
              [f"{d}: {p}" for d, p in found[:6]])
+    shares = [driver_share(open(p).read()) for lec in names
+              for p in glob.glob(os.path.join(lec, "*.c")) + glob.glob(os.path.join(lec, "*.cu"))]
+    bad = student_rooms(names)
+    s.record(f"the student's room: each of {len(shares)} student files is the page, the contract "
+             f"and the functions to write, its program's driver in "
+             f"grader/lectures/<lecture>/drivers/ (at most a third of a file may be driver; the "
+             f"largest share now {max(shares, default=0):.0%})", bool(shares) and not bad, bad)
+    # Negative control: an exercise's file with its driver appended is reported, as is a
+    # driver whose exercise is gone.
+    lec = names[0]
+    ex = sorted(glob.glob(os.path.join(lec, "*.c")))[0]
+    with open(ex) as f, open(builds.driver_of(ex)) as g:
+        joined = f.read() + g.read()
+    fake = fresh("rooms")
+    os.makedirs(os.path.join(fake, lec))
+    os.makedirs(os.path.join(fake, "grader", "lectures", lec, "drivers"))
+    with open(os.path.join(fake, ex), "w") as f:
+        f.write(joined)
+    with open(os.path.join(fake, "grader", "lectures", lec, "drivers", "gone.c"), "w") as f:
+        f.write("int main(void) { return 0; }\n")
+    here = os.getcwd()
+    os.chdir(fake)
+    try:
+        found = student_rooms([lec])
+    finally:
+        os.chdir(here)
+    s.record(f"a student file that holds its driver ({driver_share(joined):.0%} of it), an "
+             f"exercise without a driver and a driver without an exercise are reported (negative "
+             f"control)", len(found) == 3 and "at most a third" in found[0]
+             and "no exercise" in found[1] and "no driver" in found[2], found)
     # Negative control: a dependency list naming a header under grader/ is reported.
     fake = os.path.join(fresh("includes"), "x")
     os.makedirs(fake)

@@ -12,7 +12,8 @@ the include paths and flags it adds (Open MPI's --showme, MPICH's -show):
 that is how clangd finds mpi.h. A file also gets its lecture's include path,
 as the Makefile's compile rule gives it: solutions/<lecture>/, where its kit.h
 is, the lecture being the name of the file's directory (of kit/ or kit/tests/
-for a kit's own files). Python's standard library only: make runs it
+for a kit's own files). An exercise's driver (grader/lectures/<lecture>/drivers/)
+is compiled after the solution's file, as make compiles it after the exercise's. Python's standard library only: make runs it
 before anything else is set up.
 """
 
@@ -59,6 +60,11 @@ def entries(root, mpicc, flags, files):
     out = []
     for path in files:
         extra = builds.kit_include(root, path)
+        parts = os.path.normpath(path).split(os.sep)
+        if len(parts) == 5 and parts[:2] == ["grader", "lectures"] and parts[3] == "drivers":
+            # A driver compiles as one unit after its exercise (the Makefile's one_unit):
+            # here after the solution's.
+            extra = extra + ["-include", os.path.join("solutions", parts[2], parts[4])]
         obj = os.path.join("build", os.path.splitext(path)[0] + ".o")
         out.append({"directory": root, "file": os.path.join(root, path), "output": obj,
                     "arguments": cc + mpi_flags + own + extra + ["-c", path, "-o", obj]})

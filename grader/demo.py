@@ -20,6 +20,7 @@ import textwrap
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import builds  # noqa: E402
 import hangs  # noqa: E402
 import sanitizer  # noqa: E402
 import launch  # noqa: E402
@@ -111,7 +112,8 @@ def asan_summary(reports, binary, source):
     texts = {path: open(path, errors="replace").read() for path in found}
     # A rank that the end of the run killed mid-report left only its first lines.
     whole = [path for path in found if "SUMMARY: AddressSanitizer" in texts[path]] or found
-    lines = sanitizer.asan_report(texts[whole[0]].splitlines(), binary, source, "")[1:]
+    own = (source, builds.driver_of(source)) if builds.driver_of(source) else source
+    lines = sanitizer.asan_report(texts[whole[0]].splitlines(), binary, own, "")[1:]
     print("demo: AddressSanitizer stopped " +
           ("a rank" if len(found) == 1 else f"{len(found)} ranks") + "; the first report:")
     for line in lines:

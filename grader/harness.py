@@ -35,6 +35,7 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
+import builds
 import launch
 import pattern
 import spec
@@ -151,6 +152,9 @@ class Exercise:
         self.source = source
         self.binary = binary
         self.tests = tests
+        # The files whose lines are the exercise's own in a backtrace: its file and its driver.
+        driver = builds.driver_of(source)
+        self.sources = (source, driver) if driver else (source,)
 
 
 def numbered_cases(tests, seed):
@@ -508,7 +512,7 @@ class Runner:
             for r, rec in enumerate(group):
                 for kind, text in rec.notes:
                     if kind in REQUEST_NOTES:
-                        text = resolve_sites(text, self.ex.binary, self.ex.source)
+                        text = resolve_sites(text, self.ex.binary, self.ex.sources)
                         return Failure("RULE", case, [f"{label}: rank {r} {text}"])
             if test.files:
                 broken = test.files(case, inp, outputs_of(cdir, g, case.np),
@@ -612,11 +616,11 @@ class Runner:
         if crash:
             s = min(crash, key=lambda line: line.us)  # the first failure, usually the cause
             if s.asan:
-                return Failure("CRASH", case, asan_report(s.asan, self.ex.binary, self.ex.source,
+                return Failure("CRASH", case, asan_report(s.asan, self.ex.binary, self.ex.sources,
                                                           f"{label}: rank {s.rank}: {s.text}"),
                                s.group)
             lines = [f"{label}: rank {s.rank}: {s.text}"]
-            frames = short_backtrace(s.backtrace, self.ex.binary, self.ex.source)
+            frames = short_backtrace(s.backtrace, self.ex.binary, self.ex.sources)
             if frames:
                 lines.append("in " + " <- ".join(frames[:4]))
             glibc = heap_damage(s, self.messages(res, k))
@@ -630,7 +634,7 @@ class Runner:
                                  self.watchdog, [s for s in mine if s.kind == "LEDGER"])
         asan = asan_in_output(self.messages(res, k))
         if asan:  # before libxt could write a status file
-            return Failure("CRASH", case, asan_report(asan, self.ex.binary, self.ex.source,
+            return Failure("CRASH", case, asan_report(asan, self.ex.binary, self.ex.sources,
                                                       f"{label}: AddressSanitizer"))
         if res.timed_out:
             return Failure("TIMEOUT", case, [f"{label}: the run did not finish within "

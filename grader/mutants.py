@@ -146,6 +146,10 @@ class Outcome:
 MUTANT_WATCHDOG = 5
 
 
+# The driver of an exercise, which a mutant may patch: (lecture, exercise file).
+DRIVER = re.compile(r"grader/lectures/(lc\w+)/drivers/([\w.]+)")
+
+
 def run_one(path, seed, python):
     start = time.monotonic()
     name = os.path.splitext(os.path.basename(path))[0]
@@ -155,15 +159,24 @@ def run_one(path, seed, python):
             text = apply(f.read(), m.hunks)
     except (PatchError, OSError) as e:
         return Outcome(name, False, f"cannot apply: {e}", [], time.monotonic() - start)
-    # The mutant tree: build/mutants/<name>/<lecture>/<exercise>.c
-    rel = os.path.relpath(m.target, "solutions")
+    # The mutant tree: build/mutants/<name>/<lecture>/<exercise>.c. A mutant of an
+    # exercise's driver (grader/lectures/<lecture>/drivers/<exercise>.c) is written at that
+    # path inside the tree, beside the solution's unchanged exercise, where make takes it
+    # instead of the lecture's own driver (the Makefile's driver_of).
     tree = os.path.join("build", "mutants", m.name)
-    dest = os.path.join(ROOT, tree, rel)
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    old = open(dest).read() if os.path.exists(dest) else None
-    if old != text:
-        with open(dest, "w") as f:
-            f.write(text)
+    driver = DRIVER.fullmatch(m.target)
+    rel = os.path.join(driver[1], driver[2]) if driver else os.path.relpath(m.target, "solutions")
+    files = {rel: text}
+    if driver:
+        with open(os.path.join(ROOT, "solutions", rel)) as f:
+            files = {rel: f.read(), m.target: text}
+    for path, content in files.items():
+        dest = os.path.join(ROOT, tree, path)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        old = open(dest).read() if os.path.exists(dest) else None
+        if old != content:
+            with open(dest, "w") as f:
+                f.write(content)
     if not m.target.endswith(".cu") and not any(a in m.args for a in ("--case", "--max-np")):
         data, output = grade(m, tree, seed, python, SMALL_WORLD)
         if data and verdict_of(m, data) not in (None, "SKIPPED", "OK"):

@@ -8,15 +8,21 @@ import re
 import subprocess
 
 
-def short_backtrace(lines, binary, source):
-    """The exercise's own frames of a crash backtrace, innermost first."""
+def own_prefixes(sources):
+    """'file:' for each of the exercise's own files (a path, or its file and driver)."""
+    return tuple(s + ":" for s in ((sources,) if isinstance(sources, str) else sources))
+
+
+def short_backtrace(lines, binary, sources):
+    """The exercise's own frames of a crash backtrace (its file's and its driver's),
+    innermost first."""
     frames = []
     for line in lines:
         m = re.match(r"(.*)\((\w*)\+(0x[0-9a-f]+)\)", line)
         if not m or os.path.basename(m.group(1)) != os.path.basename(binary):
             continue
         for func, where in where_in_source(binary, m.group(2), m.group(3)):
-            if where.startswith(source + ":"):
+            if where.startswith(own_prefixes(sources)):
                 frames.append(f"{func}() at {where}")
     return frames
 
@@ -25,14 +31,14 @@ def short_backtrace(lines, binary, source):
 SITE = re.compile(r"\{([^{}|]*)\|([^{}]*)\}")
 
 
-def resolve_sites(text, binary, source):
+def resolve_sites(text, binary, sources):
     """A note with each code address as prefix + source:line where it lies in the exercise's
     own file, or without it where it does not (libxt's code, an unknown address)."""
     def one(m):
         frame = re.fullmatch(r"(.*)\((\w*)\+(0x[0-9a-f]+)\)", m.group(2))
         if frame and os.path.basename(frame.group(1)) == os.path.basename(binary):
             for _, where in where_in_source(binary, frame.group(2), frame.group(3)):
-                if where.startswith(source + ":"):
+                if where.startswith(own_prefixes(sources)):
                     return m.group(1) + where
         return ""
     return SITE.sub(one, text)
@@ -130,7 +136,7 @@ def a_or_an(n):
     return "an" if digits.startswith("8") or re.fullmatch(r"1[18](\d{3})*", digits) else "a"
 
 
-def asan_report(report, binary, source, headline):
+def asan_report(report, binary, sources, headline):
     """The CRASH lines for AddressSanitizer's report: what (the headline, with where the
     address lies), the lines that did it (the exercise's first), and where the memory was
     allocated (and freed)."""
@@ -155,7 +161,7 @@ def asan_report(report, binary, source, headline):
                 about.append(text)
 
     def mine(frames):
-        own = [f for f in frames if f[1].startswith(source + ":")]
+        own = [f for f in frames if f[1].startswith(own_prefixes(sources))]
         project = [f for f in frames if not f[1].startswith(("/", "..")) and
                    os.path.isfile(f[1].rsplit(":", 1)[0])]
         return own, project

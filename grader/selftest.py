@@ -86,6 +86,10 @@ def test_format(s):
     files = sorted(glob.glob("common/*.[ch]") + glob.glob("common/*.cu") +
                    glob.glob("common/*.cpp") + glob.glob("common/tests/emu/*.cu") +
                    glob.glob("grader/lectures/*/*.[ch]") +
+                   glob.glob("grader/lectures/*/kit/*.[ch]") +
+                   glob.glob("grader/lectures/*/kit/tests/*.[ch]") +
+                   glob.glob("grader/lectures/*/drivers/*.c") +
+                   glob.glob("grader/lectures/*/drivers/*.cu") +
                    glob.glob("common/tests/*.c") + glob.glob("common/tests/*.cu") +
                    glob.glob("solutions/lc*/*.c") + glob.glob("solutions/lc*/*.cu") +
                    glob.glob("lc*/*.c") + glob.glob("lc*/*.cu"))
@@ -115,9 +119,10 @@ def test_editor(s):
         files = set()
         out += f"\n{db}: {e}"
     want = {f for f in glob.glob("common/*.c") + glob.glob("lc*/*.c") +
-            glob.glob("solutions/lc*/*.c") + glob.glob("grader/lectures/*/kit/*.c")}
-    s.record(f"a build of one exercise writes {db}: libxt, every exercise, solution and "
-             "kit source", rc == 0 and want <= files,
+            glob.glob("solutions/lc*/*.c") + glob.glob("grader/lectures/*/kit/*.c") +
+            glob.glob("grader/lectures/*/drivers/*.c")}
+    s.record(f"a build of one exercise writes {db}: libxt, every exercise, solution, kit "
+             "and driver source", rc == 0 and want <= files,
              [f"missing: {f}" for f in sorted(want - files)] or tail(out))
     if not shutil.which("clangd"):
         s.record("clangd --check: one exercise per lecture", False,

@@ -4,9 +4,11 @@ In a copy of the tree, it adds a throwaway lecture in the lecture's own places
 only (solutions/<lecture>/, grader/lectures/<lecture>/, grader/mutants/<lecture>/,
 docs/<lecture>.md), lets the stub generator write its student tree, and grades
 it as a user would: the solution full marks, the stub TODO, the mutants caught,
-its hints found. The lecture has a kit of its own (solutions/<lecture>/kit.h,
-grader/lectures/<lecture>/kit/tally.c) that logs an event kind of its own
-(TW, parsed by the lecture's events.py), and a rule on those events. Every
+its hints found. Its exercise's driver (cases, demo, main) is its own too,
+grader/lectures/<lecture>/drivers/sum_ints.c. The lecture has a kit of its
+own (solutions/<lecture>/kit.h, grader/lectures/<lecture>/kit/tally.c) that
+logs an event kind of its own (TW, parsed by the lecture's events.py), and a
+rule on those events. Every
 file outside those places must be byte for byte what it was: nothing shared
 was edited to make the new lecture, its kit or its event kind known.
 """
@@ -46,6 +48,14 @@ void sum_ranks(const int *x, int *y, int n, MPI_Comm comm)
     tally_sums(y, n);
     // END SOLUTION
 }
+
+/* Its cases, demo and main: grader/lectures/lc90_throwaway/drivers/sum_ints.c. */
+"""
+
+DRIVER = """\
+/*
+ * The driver of lc90_throwaway/sum_ints.c, compiled as one unit after it.
+ */
 
 static void run_case(xt_case *c)
 {
@@ -290,6 +300,7 @@ def check(work):
     write(root, f"grader/lectures/{NAME}/__init__.py", MANIFEST)
     write(root, f"solutions/{NAME}/kit.h", KIT_HEADER)
     write(root, f"grader/lectures/{NAME}/kit/tally.c", KIT_SOURCE)
+    write(root, f"grader/lectures/{NAME}/drivers/{EXERCISE}.c", DRIVER)
     write(root, f"grader/lectures/{NAME}/events.py", EVENTS)
     write(root, f"grader/mutants/{NAME}/sum_copies_own.patch", mutant_patch())
     write(root, f"grader/mutants/{NAME}/sum_untallied.patch", untallied_patch())

@@ -53,20 +53,7 @@ float pp_1f1b_step(xt_stage *stage, const float *x, const float *target, int mb_
     XT_TODO("one training step of the 1F1B schedule.", stage, x, target, mb_rows, M, comm);
 }
 
-/* ------------------------------------------------------------------------ */
-
-static void run_case(xt_case *c)
-{
-    pp_stage_case(c, pp_1f1b_step);
-}
-
-/* Six micro-batches through np stages; make demo draws the timeline from the stage log. */
-static void demo(MPI_Comm comm)
-{
-    pp_stage_demo(comm, "1F1B", 6, pp_1f1b_step);
-}
-
-int main(int argc, char **argv)
-{
-    return xt_main(argc, argv, run_case, demo);
-}
+/*
+ * The grader's cases, the demo and main: grader/lectures/lc5_pp/drivers/pp_1f1b.c,
+ * compiled with this file into one program.
+ */

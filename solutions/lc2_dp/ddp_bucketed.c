@@ -129,37 +129,7 @@ float ddp_bucketed_step(xt_mlp *m, const float *x, const void *target, int rows,
     // END SOLUTION
 }
 
-static void run_case(xt_case *c)
-{
-    xt_train_case d = xt_train_case_begin(c);
-    size_t cap = (size_t)xt_case_int(c, "bucket_bytes");
-    MPI_Bcast(d.model.params, (int)d.model.nparams, MPI_FLOAT, 0, d.comm);
-    for (int s = 0; s < d.steps; s++) {
-        float loss = ddp_bucketed_step(&d.model, xt_train_case_x(&d, s),
-                                       xt_train_case_target(&d, s), d.rows, d.lr, cap, d.comm);
-        xt_train_case_output(&d, s);
-        xt_train_case_loss(&d, s, loss);
-    }
-    xt_train_case_end(&d);
-}
-
-/* --bucket_bytes (default 512): 512 B makes three buckets of the default model. */
-static void demo(MPI_Comm comm)
-{
-    xt_train_demo d = xt_train_demo_begin(comm, "8,32,32,4");
-    size_t cap = (size_t)xt_arg_int("bucket_bytes", 512);
-    MPI_Bcast(d.model.params, (int)d.model.nparams, MPI_FLOAT, 0, comm);
-    for (int s = 0; s < d.steps; s++) {
-        xt_trace_begin("step");
-        float loss = ddp_bucketed_step(&d.model, xt_train_demo_x(&d, s),
-                                       xt_train_demo_target(&d, s), d.rows, d.lr, cap, comm);
-        xt_trace_end();
-        xt_train_demo_report(&d, s, loss);
-    }
-    xt_train_demo_end(&d);
-}
-
-int main(int argc, char **argv)
-{
-    return xt_main(argc, argv, run_case, demo);
-}
+/*
+ * The grader's cases, the demo and main: grader/lectures/lc2_dp/drivers/ddp_bucketed.c,
+ * compiled with this file into one program.
+ */

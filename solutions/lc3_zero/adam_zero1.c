@@ -93,42 +93,7 @@ void zero1_free(zero1 *z)
     xt_free(z->v);
 }
 
-static void run_case(xt_case *c)
-{
-    xt_train_case d = xt_train_case_begin(c);
-    zero1 z = {0};
-    zero1_init(&z, &d.model, d.comm);
-    xt_mem_reset_peak(); /* the peaks the grader checks are the training steps' */
-    for (int step = 0; step < d.steps; step++) {
-        float loss = zero1_step(&z, &d.model, xt_train_case_x(&d, step),
-                                xt_train_case_target(&d, step), d.rows, &d.adam, d.comm);
-        xt_train_case_output(&d, step);
-        xt_train_case_loss(&d, step, loss);
-    }
-    zero1_free(&z);
-    xt_train_case_end(&d);
-}
-
-static void demo(MPI_Comm comm)
-{
-    xt_train_demo d = xt_train_demo_begin(comm, "16,64,64,64,64,4");
-    xt_train_demo_use_adam(&d);
-    zero1 z = {0};
-    zero1_init(&z, &d.model, comm);
-    xt_printf_ordered(comm, "shard of %ld: parameters %ld..%ld (%ld)\n", z.shard, z.lo,
-                      z.lo + z.count - 1, z.count);
-    xt_mem_reset_peak();
-    for (int step = 0; step < d.steps; step++) {
-        float loss = zero1_step(&z, &d.model, xt_train_demo_x(&d, step),
-                                xt_train_demo_target(&d, step), d.rows, &d.adam, comm);
-        xt_train_demo_report(&d, step, loss);
-    }
-    xt_mem_print(comm, "memory of the training steps");
-    zero1_free(&z);
-    xt_train_demo_end(&d);
-}
-
-int main(int argc, char **argv)
-{
-    return xt_main(argc, argv, run_case, demo);
-}
+/*
+ * The grader's cases, the demo and main: grader/lectures/lc3_zero/drivers/adam_zero1.c,
+ * compiled with this file into one program.
+ */
