@@ -20,10 +20,10 @@
  * unit time (F = 1, B = 2, the split backward's parts I and W 1 each; upper
  * case chunk 0, lower case chunk 1, the digit the micro-batch), np = 4, M = 8:
  *
- *     r0  F0F1F2f4b4w4f5F3b5--f6B0--b6--f7 .B1--b7--B2W2B3W3
- *     r1   .F0f4F1f5F2b4--f6B0--F3b5--f7B1--b6--B2--b7B3w7W3
- *     r2   .f4F0f5F1f6B0--F2b4--f7B1--F3b5--B2--b6--B3b7W3w7
- *     r3  f4f5f6F0B0W0F1f7B1--F2b4--B2--F3 .b5--B3--b6w6b7w7
+ *     r0  F0F1F2f4i4w4f5F3b5--f6B0--b6--f7 .B1--b7--I2W2I3W3
+ *     r1   .F0f4F1f5F2b4--f6B0--F3b5--f7B1--b6--B2--i7I3w7W3
+ *     r2   .f4F0f5F1f6B0--F2b4--f7B1--F3b5--B2--b6--I3i7W3w7
+ *     r3  f4f5f6F0I0W0F1f7B1--F2b4--B2--F3 .b5--B3--i6w6i7w7
  *
  * Each rank idles p/2-1 units (1F1B: 3(p-1)), the least any schedule of
  * this layout can: the middle ranks wait that long for their first input.

@@ -2,23 +2,23 @@
  * pp_zero_bubble.c: ZB-H1, 1F1B with each backward split in two and the
  * weight part deferred into the bubbles. docs/lc5_pp.md#pp_zero_bubble
  *
- * A backward is two jobs. B, the input gradient dx, is what the previous
- * stage waits for: it is on the pipeline's critical path. W, the weight
- * gradient, is wanted by nobody until the optimizer step. ZB-H1 (Qi et al.,
- * "Zero Bubble Pipeline Parallelism", ICLR 2024) keeps 1F1B's forwards and
- * B's, sends each B's dx on at once, and lets rank r hold back its first r
- * W's, running one W after each later B (oldest first); the W's still held
- * back end the step, where 1F1B's later stages sat idle:
+ * A backward is two jobs. I, the input gradient dx (the paper's B), is what
+ * the previous stage waits for: it is on the pipeline's critical path. W, the
+ * weight gradient, is wanted by nobody until the optimizer step. ZB-H1 (Qi et
+ * al., "Zero Bubble Pipeline Parallelism", ICLR 2024) keeps 1F1B's order with
+ * each backward's I in its place, sends each I's dx on at once, and lets rank
+ * r hold back its first r W's, running one W after each later I (oldest
+ * first); the W's still held back end the step, where 1F1B's later stages
+ * sat idle:
  *
- *     r0  F0 F1 F2 F3 .  .  .  B0 W0 F4 B1 W1 F5 B2 W2 B3 W3 B4 W4 B5 W5
- *     r1  .  F0 F1 F2 .  .  B0 F3 B1 W0 F4 B2 W1 F5 B3 W2 B4 W3 B5 W4 W5
- *     r2  .  .  F0 F1 .  B0 F2 B1 F3 B2 W0 F4 B3 W1 F5 B4 W2 B5 W3 W4 W5
- *     r3  .  .  .  F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 W3 W4 W5
+ *     r0  F0 F1 F2 F3 .  .  .  I0 W0 F4 I1 W1 F5 I2 W2 I3 W3 I4 W4 I5 W5
+ *     r1  .  F0 F1 F2 .  .  I0 F3 I1 W0 F4 I2 W1 F5 I3 W2 I4 W3 I5 W4 W5
+ *     r2  .  .  F0 F1 .  I0 F2 I1 F3 I2 W0 F4 I3 W1 F5 I4 W2 I5 W3 W4 W5
+ *     r3  .  .  .  F0 I0 F1 I1 F2 I2 F3 I3 W0 F4 I4 W1 F5 I5 W2 W3 W4 W5
  *
- * (p = 4, M = 6, one unit each: make demo EX=pp_zero_bubble draws it; libxt
- * logs a B here as I, the backward's input part). With F a forward, B a
- * whole backward (2 units) and W its weight part, each rank idles
- * (p-1)(F+B-2W) = p-1 units of a step of 3M + p-1, against 1F1B's
+ * (p = 4, M = 6, one unit each: make demo EX=pp_zero_bubble draws it). With
+ * F a forward, B a whole backward (2 units, I + W) and W its weight part,
+ * each rank idles (p-1)(F+B-2W) = p-1 units of a step of 3M + p-1, against 1F1B's
  * (p-1)(F+B) = 3(p-1): a third of the bubble, for free. The memory is
  * 1F1B's: a micro-batch is in flight from its forward to its W, at most
  * min(p, M) on every rank, which is 1F1B's peak (its first rank's).
@@ -37,12 +37,12 @@ float pp_zero_bubble_step(xt_stage *stage, const float *x, const float *target, 
                           MPI_Comm comm)
 {
     /*
-     * TODO: the ZB-H1 schedule: B at once, W deferred.
+     * TODO: the ZB-H1 schedule: I at once, W deferred.
      *   Graded: rank r's stage calls are exactly ZB-H1's: min(np-r-1, M) forwards; then per
-     *   micro-batch F, B (xt_stage_backward_input, logged I) and, once r W's are held back,
-     *   one W (xt_stage_backward_weight, oldest first); after the last F each B is followed
-     *   by one W; the W's still held back end the step. Every W runs, each after its B; each
-     *   B's dx goes to rank r-1 before the next stage call. As pp_gpipe_step: x on rank 0,
+     *   micro-batch F, I (xt_stage_backward_input) and, once r W's are held back, one W
+     *   (xt_stage_backward_weight, oldest first); after the last F each I is followed by
+     *   one W; the W's still held back end the step. Every W runs, each after its I; each
+     *   I's dx goes to rank r-1 before the next stage call. As pp_gpipe_step: x on rank 0,
      *   target on rank np-1, micro-batch m being rows m*mb_rows.. of both; one MPI_FLOAT
      *   message per micro-batch each way between neighbours on comm, in strict send mode;
      *   returns the mean loss on rank np-1; the stage's grads +=.
@@ -58,7 +58,7 @@ float pp_zero_bubble_step(xt_stage *stage, const float *x, const float *target, 
     int warm = np - rank - 1 < M ? np - rank - 1 : M;
     int w = 0; /* W's run so far: the oldest held back is micro-batch w */
     float loss = 0.0f;
-    /* Warm-up and steady state: forward m; past the warm-up, then B (and maybe W) of m - warm. */
+    /* Warm-up and steady state: forward m; past the warm-up, then I (and maybe W) of m - warm. */
     for (int m = 0; m < M; m++) {
         if (!first)
             MPI_Recv(xin, nin, MPI_FLOAT, rank - 1, m, comm, MPI_STATUS_IGNORE);
@@ -77,10 +77,10 @@ float pp_zero_bubble_step(xt_stage *stage, const float *x, const float *target, 
         xt_stage_backward_input(stage, b, last ? NULL : dy, first ? NULL : dx);
         if (!first)
             MPI_Send(dx, nin, MPI_FLOAT, rank - 1, b, comm);
-        if (b >= rank) /* r W's held back: from now on one W per B */
+        if (b >= rank) /* r W's held back: from now on one W per I */
             xt_stage_backward_weight(stage, w++);
     }
-    /* Cool-down (never on the last rank: it has no warm-up): each B followed by a W. */
+    /* Cool-down (never on the last rank: it has no warm-up): each I followed by a W. */
     for (int b = M - warm; b < M; b++) {
         MPI_Recv(dy, nout, MPI_FLOAT, rank + 1, b, comm, MPI_STATUS_IGNORE);
         xt_stage_backward_input(stage, b, dy, first ? NULL : dx);

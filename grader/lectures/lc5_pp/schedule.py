@@ -238,7 +238,9 @@ def glyph(mb):
     return GLYPH[mb] if 0 <= mb < len(GLYPH) else "+"
 
 
-LETTER = {"F": "F", "B": "B", "I": "B", "W": "W", "N": "N"}
+# One notation with the lecture's page: B a whole backward (two units), I its input part,
+# W its weight part.
+LETTER = {"F": "F", "B": "B", "I": "I", "W": "W", "N": "N"}
 
 
 def text_timeline(rp, ranks, title="", columns=78):
@@ -246,8 +248,8 @@ def text_timeline(rp, ranks, title="", columns=78):
     `columns`, two characters per unit of time, each call its letter and
     micro-batch ('F3', a backward 'B3--'); otherwise one character per unit
     (F one column, B two: 'BB', W 'W') with the micro-batch under the call's
-    first column. A second chunk's calls are in lower case; an input part is
-    drawn as B."""
+    first column. A second chunk's calls are in lower case; a backward split in two is
+    drawn as its input part I and its weight part W."""
     cell = 2 if 6 + 2 * rp.makespan <= columns else 1
     lines = [title] if title else []
     lines.append("      " + "".join((str(t // 10 % 10) if t % 10 == 0 else " ").ljust(cell)
@@ -376,7 +378,8 @@ def read_logs(directory):
 
 def legend(rp):
     ops = {b.op for b in rp.boxes}
-    parts = ["F forward", "B backward" + (" (input part)" if "I" in ops else "")]
+    parts = ["F forward"] + (["B backward"] if "B" in ops else [])
+    parts += ["I input part of a backward"] if "I" in ops else []
     parts += ["W weight part"] if "W" in ops else []
     parts += ["lower case: chunk 1"] if any(b.chunk for b in rp.boxes) else []
     return ", ".join(parts) + "; the digit: the micro-batch"
