@@ -460,6 +460,20 @@ def selftest(s):
     found = bench.bench_module(lec).page_figures(broken)
     s.record(f"docs: a bench row of docs/{lec}.md off by one digit is reported (negative "
              f"control)", len(found) == 1, found)
+    # Negative controls of the others: each bench names an edit of its page (PAGE_BREAK, old
+    # text and new) that its page_figures must report.
+    missed = []
+    for lec in checked:
+        module = bench.bench_module(lec)
+        edit = getattr(module, "PAGE_BREAK", None)
+        page = lectures.page(lec)
+        if edit is None:
+            continue
+        if edit[0] not in page or not module.page_figures(page.replace(edit[0], edit[1], 1)):
+            missed.append(f"docs/{lec}.md: '{edit[0]}' -> '{edit[1]}' is not reported")
+    broken_by = [lec for lec in checked if getattr(bench.bench_module(lec), "PAGE_BREAK", None)]
+    s.record(f"docs: a figure changed on the page is reported ({', '.join(broken_by)}: negative "
+             f"controls)", bool(broken_by) and not missed, missed)
     import hints
     bad = hints.check()
     s.record("hints: every exercise has its three (the idea, the structure, near-code); every "

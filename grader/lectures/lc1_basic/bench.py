@@ -13,6 +13,7 @@ launch per collective.
 
 import json
 import math
+import itertools
 import os
 import re
 import statistics
@@ -478,3 +479,79 @@ def selftest(s):
              "fails the run", rc == 1 and "WRONG" in out and
              re.search(r"ERROR: ring_allreduce at \d+ B differs .* rank \d+ \[\d+\]", out),
              tail(out))
+
+
+# ------------------------------------------------------- the page's copy of a run
+
+# "Reading the table"'s rows: size, count, type, op, root, iters, then time, algbw, busbw,
+# %ceil for the hand-written side and the library's, the ratio, the check.
+PAGE_ROW = re.compile(r"^ +(\d+) +(\d+) +float +sum +-1 +\d+ +([\d.]+) +([\d.]+) +([\d.]+) +(\d+) +"
+                      r"([\d.]+) +([\d.]+) +([\d.]+) +(\d+) +([\d.]+) +ok$", re.M)
+
+
+def page_figures(page):
+    """What docs/lc1_basic.md derives from one measured run, checked against the bench's own
+    arithmetic (the times and C, R themselves are the machine's): the ceilings from C and R
+    (CEILINGS), the ceiling the table's header states, and in the copied rows count = size / 4,
+    algbw = size / time, busbw = algbw 2(n-1)/n at n = 4, %ceil = busbw / ceiling and the ratio
+    of the two times; each within the rounding of the figures it is computed from. Returns
+    [problem]."""
+    problems = []
+
+    def near(got, lo, hi, digits):
+        slack = 0.5 * 10 ** -digits + 1e-9
+        return lo - slack <= got <= hi + slack
+
+    def spread(f, *values):
+        """f's range over the values each rounded to 2 decimals."""
+        outs = [f(*[v + d for v, d in zip(values, ds)])
+                for ds in itertools.product((-0.005, 0.005), repeat=len(values))]
+        return min(outs), max(outs)
+    rows = re.findall(r"^\| C, R \(GB/s per rank\) \| ([\d.]+), ([\d.]+) \| ([\d.]+), ([\d.]+) \|$",
+                      page, re.M)
+    ceils = re.findall(r"^\| ceiling: C / reduce-scatter / all-reduce \(GB/s\) \| ([\d.]+) / "
+                       r"([\d.]+) / ([\d.]+) \| ([\d.]+) / ([\d.]+) / ([\d.]+) \|$", page, re.M)
+    if not rows or not ceils:
+        return ["docs/lc1_basic.md: the table of C, R and the ceilings is missing"]
+    cr = [float(x) for x in rows[0]]
+    shown = [float(x) for x in ceils[0]]
+    for k, (c, r) in enumerate(((cr[0], cr[1]), (cr[2], cr[3]))):
+        for j, name in enumerate(("allgather_ring", "reduce_scatter_ring", "ring_allreduce")):
+            lo, hi = spread(CEILINGS[name][1], c, r)
+            if not near(shown[3 * k + j], lo, hi, 2):
+                problems.append(f"docs/lc1_basic.md: ceiling {CEILINGS[name][0]} with C = {c}, "
+                                f"R = {r} shown as {shown[3 * k + j]}; it is {lo:.3f} .. {hi:.3f}")
+    header = re.search(r"ceiling of busbw = 2/\(2/C \+ 1/R\) = ([\d.]+) GB/s", page)
+    limit = re.search(r"copy C = ([\d.]+) GB/s, reduce R = ([\d.]+) GB/s", page)
+    ceiling = float(header.group(1)) if header else None
+    if not (header and limit):
+        problems.append("docs/lc1_basic.md: the table header's ceiling or C and R is missing")
+    else:
+        lo, hi = spread(CEILINGS["ring_allreduce"][1], *(float(x) for x in limit.groups()))
+        if not near(ceiling, lo, hi, 2):
+            problems.append(f"docs/lc1_basic.md: ceiling {ceiling} from C, R = {limit.groups()}; "
+                            f"it is {lo:.3f} .. {hi:.3f}")
+    found = PAGE_ROW.findall(page)
+    if not found:
+        problems.append("docs/lc1_basic.md: no row of the copied table found")
+    for size, count, *rest in found:
+        size, count = int(size), int(count)
+        t1, a1, b1, p1, t2, a2, b2, p2, ratio = (float(x) for x in rest)
+        if count * 4 != size:
+            problems.append(f"docs/lc1_basic.md: {count} floats are not {size} B")
+        for t, a, b, p in ((t1, a1, b1, p1), (t2, a2, b2, p2)):
+            algbw = size / t / 1e3
+            if not near(a, algbw, algbw, 2) or not near(b, 1.5 * a - 0.0075, 1.5 * a + 0.0075, 2):
+                problems.append(f"docs/lc1_basic.md: size {size} time {t} us shows algbw {a}, "
+                                f"busbw {b}; size/time = {algbw:.3f}, busbw = 1.5 algbw")
+            if ceiling and not near(p, 100 * (b - 0.005) / ceiling, 100 * (b + 0.005) / ceiling, 0):
+                problems.append(f"docs/lc1_basic.md: %ceil {p:g} for busbw {b} and ceiling "
+                                f"{ceiling}")
+        if not near(ratio, t2 / t1, t2 / t1, 2):
+            problems.append(f"docs/lc1_basic.md: ratio {ratio} for times {t1} and {t2}: "
+                            f"{t2 / t1:.3f}")
+    return problems
+
+
+# make test's negative control of page_figures: an all-reduce ceiling changed.
+PAGE_BREAK = ("3.86 / 1.86 / 2.51 |", "3.86 / 1.86 / 2.61 |")

@@ -17,9 +17,11 @@ import sys
 import time
 
 import launch
+import nn
 from benchlib import (build_bench, human, Launch, ms, output_tag, parse_size, TrainingRun,
                       tree_of)
 from testkit import bench_results, fresh, mutant_tree, run_bench, tail
+from lectures.lc2_dp import ddp
 
 ABOUT = "DDP step time, naive vs bucketed, np 1, 2, 4, and a trace of the buckets"
 
@@ -468,3 +470,89 @@ def selftest(s):
              "the run", rc == 1 and
              re.search(r"ERROR: np 2: naive=bucketed fails: \d+ weight values differ", out),
              tail(out))
+
+
+# ------------------------------------------------------- the page's copy of a run
+
+# A row of the table docs/lc2_dp.md copies: np, variant, best, median, exposed, hidden, the
+# MPI calls per step, the check.
+PAGE_ROW = re.compile(r"^ +(\d+)  (\w+) +([\d.]+) +([\d.]+) +(-|-?[\d.]+) +(-|-?\d+%)  "
+                      r"(.+?) +(\(reference\)|= naive|~ naive \(\S+\)|-)$", re.M)
+# A line of "what each change saves": the change, then best (median) per np.
+PAGE_SAVES = re.compile(r"^# (\S.*?) +((?:[+-][\d.]+ \([+-][\d.]+\) *)+)$", re.M)
+
+
+def page_calls(variant, bucket_bytes=4 << 20):
+    """The MPI calls per step the bench counts for a variant of its default model, from the
+    bucket rule: naive one MPI_Allreduce per tensor; a bucketed step one MPI_Iallreduce per
+    bucket, an MPI_Testall in every hook after the first bucket's start (the hooks of the
+    layers below it), one MPI_Waitall."""
+    m = nn.Mlp(DIMS)
+    base = variant.replace("_ring", "")
+    if base == "compute":
+        return "-"
+    if base == "naive":
+        return lc2_calls_text({"MPI_Allreduce": len(m.tensors)})
+    cap = m.nparams * 4 if base == "onebucket" else bucket_bytes
+    layers = ddp.bucket_layers(m, cap)
+    calls = {"MPI_Iallreduce": len(layers)}
+    if base == "bucketed" and layers[0] > 0:
+        calls["MPI_Testall"] = layers[0]
+    calls["MPI_Waitall"] = 1
+    return lc2_calls_text(calls)
+
+
+def page_figures(page):
+    """The figures of the bench's table that docs/lc2_dp.md copies and that do not depend on
+    the machine: the MPI calls per step (from the bucket rule), and the columns derived from
+    the copied times (exposed = best - compute's best; hidden = naive's exposed time less this
+    variant's, as a share of naive's; what each change saves), each within the rounding of the
+    copied times. The times themselves are the machine's. Returns [problem]."""
+    rows = {(int(n), v): (float(b), float(md), e, h, calls.strip())
+            for n, v, b, md, e, h, calls, _ in PAGE_ROW.findall(page)}
+    problems = []
+    if not rows:
+        return ["docs/lc2_dp.md: no row of the bench's table found"]
+    half = 0.05 + 1e-9  # a copied time is rounded to 0.1 ms
+
+    def spread(x, y):
+        """The range of x - y for values rounded to 0.1."""
+        return x - y - 2 * half, x - y + 2 * half
+    for (n, v), (best, median, exposed, hidden, calls) in sorted(rows.items()):
+        if calls != page_calls(v):
+            problems.append(f"docs/lc2_dp.md: np {n} {v} shows '{calls}' per step; the bucket rule "
+                            f"gives '{page_calls(v)}'")
+        comp = rows.get((n, "compute"))
+        if exposed != "-" and comp:
+            lo, hi = spread(best, comp[0])
+            if not lo - half <= float(exposed) <= hi + half:
+                problems.append(f"docs/lc2_dp.md: np {n} {v} exposed {exposed}, but best {best} - "
+                                f"compute {comp[0]} = {best - comp[0]:.1f}")
+        naive = rows.get((n, "naive"))
+        if hidden != "-" and comp and naive:
+            nlo, nhi = spread(naive[0], comp[0])
+            elo, ehi = spread(best, comp[0])
+            shares = [(ne - e) / ne for ne in (nlo, nhi) for e in (elo, ehi) if ne > 0]
+            got = float(hidden[:-1]) / 100
+            if not shares or not min(shares) - 0.005 <= got <= max(shares) + 0.005:
+                problems.append(f"docs/lc2_dp.md: np {n} {v} hidden {hidden}, outside what its "
+                                f"times give ({min(shares or [0]):.0%} .. {max(shares or [0]):.0%})")
+    nps = sorted({n for n, _ in rows})
+    for what, cells in PAGE_SAVES.findall(page):
+        change = next((c for c in LC2_CHANGES if c[2] == what), None)
+        if change is None:
+            continue
+        for n, (b, md) in zip(nps, re.findall(r"([+-][\d.]+) \(([+-][\d.]+)\)", cells)):
+            slow, fast = rows.get((n, change[0])), rows.get((n, change[1]))
+            if not (slow and fast):
+                continue
+            for stat, got in ((0, b), (1, md)):
+                lo, hi = spread(slow[stat], fast[stat])
+                if not lo - half <= float(got) <= hi + half:
+                    problems.append(f"docs/lc2_dp.md: '{what}' at np {n} shows {got}; the table's "
+                                    f"{change[0]} - {change[1]} is {slow[stat] - fast[stat]:+.1f}")
+    return problems
+
+
+# make test's negative control of page_figures: a copied call count one off.
+PAGE_BREAK = ("6 Iallreduce 5 Testall 1 Waitall = naive", "6 Iallreduce 4 Testall 1 Waitall = naive")

@@ -615,4 +615,51 @@ def page_figures(page):
         row = f"| {t} | {mb(act)} + {mb(norm)} = {mb(act + norm)} | {mb(sp)} | {mlp} | {layer} |"
         if row not in page:
             problems.append(f"docs/lc4_tp.md: the activation table has no row {row!r}")
+    return problems + traffic_figures(page)
+
+
+# A row of the traffic table the page copies: np, block, the calls, per call, ring/call,
+# ring/step (MB); the times and the check after them are the machine's.
+PAGE_TRAFFIC = re.compile(r"^ +(\d) +(mlp|seqpar|decoder) +(.+?) +(?:RS )?([\d.]+)(?: = 4[Tn]d)? +"
+                          r"([\d.]+) +([\d.]+) +[\d.]+ +[\d.]+ +.*$", re.M)
+
+
+def traffic_figures(page):
+    """The traffic table of docs/lc4_tp.md and the prose figures read from it: the calls per
+    step (the decoder's 2 + 4L + 2, and 2L on the KV replicas' communicator where np > hkv),
+    the bytes per call and on the wire per rank, from the ring formulas at the default
+    shapes. Returns [problem]."""
+    T, d, _ = (int(v) for v in MLP.split(","))
+    cfg = dict(zip(MODEL_KEYS, (int(v) for v in MODEL.split(","))))
+    td4, nd4, L = 4 * T * d, 4 * cfg["batch"] * cfg["T"] * cfg["d"], cfg["layers"]
+    problems, seen = [], 0
+    for n, block, calls, per_call, ring, step in PAGE_TRAFFIC.findall(page):
+        n, seen = int(n), seen + 1
+        if block == "mlp":
+            want = (td4, ring_allreduce(n, td4), 2 * ring_allreduce(n, td4), "1AR | 1AR")
+        elif block == "seqpar":
+            want = (td4, ring_half(n, td4), 5 * ring_half(n, td4) + ring_allreduce(n, 4 * d),
+                    "1AGv 1RS | 1AR 2AGv 1RS")
+        else:
+            kv = 2 * L if n > cfg["hkv"] else 0
+            want = (nd4, ring_allreduce(n, nd4), (2 + 4 * L) * ring_allreduce(n, nd4),
+                    f"{2 + 4 * L}+2AR" + (f" +{kv}kv" if kv else "") + " = 2+4L+2" +
+                    ("+2L" if kv else ""))
+        got = (per_call, ring, step, " ".join(calls.split()))
+        if got != (mb(want[0]), mb(want[1]), mb(want[2]), want[3]):
+            problems.append(f"docs/lc4_tp.md: np {n} {block} shows calls '{got[3]}', per call "
+                            f"{per_call}, ring {ring}, {step} MB per step; the formulas give "
+                            f"'{want[3]}', {mb(want[0])}, {mb(want[1])}, {mb(want[2])}")
+    if seen != 9:
+        problems.append(f"docs/lc4_tp.md: {seen} rows of the traffic table found, not 9 "
+                        f"(np 1, 2, 4 x mlp, seqpar, decoder)")
+    prose = re.search(r"\(([\d.]+) MB at np = 2, ([\d.]+) MB at np = 4\)", page)
+    want = (mb(ring_allreduce(2, td4)), mb(ring_allreduce(4, td4)))
+    if not prose or prose.groups() != want:
+        problems.append(f"docs/lc4_tp.md: the all-reduce's bytes per rank at np 2 and 4 are "
+                        f"quoted as {prose.groups() if prose else None}; the ring gives {want}")
     return problems
+
+
+# make test's negative control of page_figures: the decoder's bytes per step at np 4 changed.
+PAGE_BREAK = ("0.26 = 4nd      0.39      3.93", "0.26 = 4nd      0.39      3.94")

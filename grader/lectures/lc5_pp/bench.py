@@ -436,3 +436,56 @@ def test_schedule_replay(s):
              "run (negative control)",
              bool(rp.stuck) and rp.stuck[0][0] == 0 and "backward of micro-batch 0" in
              rp.stuck[0][2] and rp.stuck[1][2].startswith("its own forward"), [repr(rp.stuck)])
+
+
+# ------------------------------------------------------- the page's copy of the formulas
+
+# The page's summary table: which row is which schedule.
+PAGE_ROWS = {"basic": "one batch (`pp_basic`)", "gpipe": "GPipe", "1f1b": "1F1B",
+             "interleaved": "interleaved 1F1B, v chunks", "zb_h1": "ZB-H1 (M ≥ p)",
+             "dualpipe": "DualPipe (p even, M ≥ 2p"}
+
+
+def formula_value(text, p, m, v):
+    """A bubble formula as the page and the bench write it ('(p-1)/(vM+p-1)'), evaluated."""
+    expr = re.sub(r"(\d|\))([a-zA-Z(])", r"\1*\2", text.replace("vM", "v*M"))
+    return eval(expr, {"__builtins__": {}}, {"p": p, "M": m, "v": v})
+
+
+def page_figures(page):
+    """What docs/lc5_pp.md repeats of the bench: each schedule's bubble fraction in the
+    summary table is the bench's formula text, and that text is the bench's formula function
+    (both evaluated where the schedule runs); the bench's defaults the page quotes. The
+    measured columns are the machine's. Returns [problem]."""
+    problems = []
+    cells = {}
+    for line in page.splitlines():
+        parts = [c.strip() for c in line.strip().strip("|").split("|")]
+        for key, name in PAGE_ROWS.items():
+            if line.startswith("| " + name) and len(parts) >= 4:
+                cells[key] = parts[3]
+    for key, (_, chunks, function, text) in SCHEDULES.items():
+        cell = cells.get(key)
+        if cell is None:
+            problems.append(f"docs/lc5_pp.md: the summary table has no row for {PAGE_ROWS[key]}")
+            continue
+        if not cell.startswith(text):
+            problems.append(f"docs/lc5_pp.md: {PAGE_ROWS[key]}'s bubble fraction is '{cell}'; "
+                            f"the bench's formula is {text}")
+        for p in (2, 4, 8):
+            for m in ((1,) if key == "basic" else (2 * p, 4 * p)):  # one batch: M = 1
+                want = function(p, m, chunks)
+                if want is not None and abs(formula_value(text, p, m, chunks) - want) > 1e-12:
+                    problems.append(f"grader/lectures/lc5_pp/bench.py: {key}'s text {text} gives "
+                                    f"{formula_value(text, p, m, chunks):.4f} at p={p} M={m}, its "
+                                    f"function {want:.4f}")
+    quoted = re.search(r'ARGS="--ms ([\d,]+) --width (\d+) --mb-rows (\d+)"', page)
+    defaults = (MS, "512", "64")
+    if not quoted or quoted.groups() != defaults:
+        problems.append(f"docs/lc5_pp.md: the bench's defaults quoted as "
+                        f"{quoted.groups() if quoted else None}; the bench's are {defaults}")
+    return problems
+
+
+# make test's negative control of page_figures: ZB-H1's fraction with 2M for 3M.
+PAGE_BREAK = ("| (p-1)/(3M+p-1) |", "| (p-1)/(2M+p-1) |")

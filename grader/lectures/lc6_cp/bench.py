@@ -571,4 +571,42 @@ def page_figures(page):
                             f"formula gives {want}")
     if not found:
         problems.append("docs/lc6_cp.md: no bench table rows found (bytes per rank, pairs)")
+    return problems + ratio_figures(page, T, hq, hkv, hd)
+
+
+def ratio_figures(page, T, hq, hkv, hd):
+    """The ratios the page's reading of the table states (Ulysses' bytes against the ring's,
+    forward, backward and over the step, at np 2 and 4; and with --hkv 8 the forward bytes
+    at np 4), from the same formulas. Returns [problem]."""
+    def sent(name, ops, n, kv=hkv):
+        return sum(bytes_formula(name, op, T, n, hq, kv, hd) for op in ops)
+
+    def ratio(ops, n):
+        return sent("ulysses", ops, n) / sent("ring", ops, n)
+    claims = [
+        (r"Ulysses sends ([\d.]+) times the ring's bytes at np 2 and ([\d.]+) times at np 4",
+         "F", "{:.1f}"),
+        (r"so Ulysses sends ([\d.]+) of the ring's bytes at np 2 and ([\d.]+) at\s+np 4", "B",
+         "{:.2f}"),
+        (r"over the whole step ([\d.]+) times the ring's at np 2 and ([\d.]+) times at np 4", "FB",
+         "{:.2f}"),
+    ]
+    problems = []
+    for pattern, ops, form in claims:
+        m = re.search(pattern, page)
+        want = tuple(form.format(ratio(ops, n)) for n in (2, 4))
+        got = tuple(f"{float(g):.{len(w.split('.')[1])}f}" for g, w in zip(m.groups(), want)) \
+            if m else None
+        if got != want:
+            problems.append(f"docs/lc6_cp.md: Ulysses / ring ({ops}) quoted as "
+                            f"{m.groups() if m else None}; the formulas give {want}")
+    m = re.search(r"\((\d+) against (\d+) per rank forward\)", page)
+    want = (str(sent("ring", "F", 4, 8)), str(sent("ulysses", "F", 4, 8)))
+    if not m or m.groups() != want:
+        problems.append(f"docs/lc6_cp.md: the --hkv 8 forward bytes at np 4 quoted as "
+                        f"{m.groups() if m else None}; the formulas give {want}")
     return problems
+
+
+# make test's negative control of page_figures: a ratio of the reading changed.
+PAGE_BREAK = ("so Ulysses sends 0.83 of the ring's bytes", "so Ulysses sends 0.85 of the ring's bytes")
