@@ -449,9 +449,10 @@ def selftest(s):
         if figures:
             checked.append(lec)
             bad += figures(lectures.page(lec))
-    s.record(f"docs: the bench figures the pages copy that are exact (bytes, pairs, memory) "
-             f"equal the benches' formulas ({', '.join(checked)})", bool(checked) and not bad,
-             bad)
+    s.record(f"docs: every figure a page copies from its bench that does not depend on the "
+             f"machine (bytes, pairs, memory, calls, formulas, and what the page derives from "
+             f"the measured ones) agrees with the bench's own arithmetic ({', '.join(checked)})",
+             bool(checked) and not bad, bad)
     # Negative control: a copied row whose last figure is off by one must be reported.
     lec = checked[-1]
     page = lectures.page(lec)
