@@ -67,11 +67,21 @@ def student_lines(path):
 
 
 def gcov_lines(source, objdir):
-    """{line: (count or None for '-', [branch taken counts])} from gcov's stdout."""
+    """{line: (count or None for '-', [branch taken counts])} from gcov's stdout, for the
+    lines of `source` alone: the program's object is its driver compiled with it, and gcov
+    writes each file of the unit under its own 'Source:' line."""
     res = subprocess.run(["gcov", "-b", "-c", "-t", "-o", objdir, source], cwd=ROOT,
                          capture_output=True, text=True)
-    lines, current = {}, None
+    lines, current, mine = {}, None, True
     for ln in res.stdout.splitlines():
+        head = re.match(r"^\s*-:\s*0:Source:(.*)$", ln)
+        if head:
+            mine = (os.path.normpath(os.path.join(ROOT, head.group(1).strip())) ==
+                    os.path.normpath(os.path.join(ROOT, source)))
+            current = None
+            continue
+        if not mine:
+            continue
         m = re.match(r"^\s*([^:]+):\s*(\d+):", ln)
         if m:
             count, n = m.group(1).strip(), int(m.group(2))
