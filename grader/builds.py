@@ -51,6 +51,27 @@ def driver_of(source):
     return None
 
 
+def driver_left_in(source, errors=""):
+    """The lines that say so when an exercise's file still holds its program's driver (a
+    file written before the drivers moved out: run_case, demo and main, and the helpers only
+    they use, are defined twice once it is compiled with grader/lectures/<lecture>/drivers/);
+    else []. errors: the compiler's output, whose redefinitions name what to delete."""
+    driver = driver_of(source)
+    try:
+        with open(source) as f:
+            text = f.read()
+    except OSError:
+        return []
+    m = re.search(r"^(static void run_case\(|static void demo\(|int main\()", text, re.M)
+    if driver is None or m is None:
+        return []
+    names = list(dict.fromkeys(re.findall(r"redefinition of [‘'`](\w+)[’'`]", errors)))
+    names = names or ["run_case", "demo", "main"]
+    return [f"{source}: this file still holds its program's driver, which now lives in "
+            f"{driver} and is compiled with it: delete these definitions from your file "
+            f"(your own functions stay as they are): {', '.join(names)}"]
+
+
 def harness_only():
     """[(regex, message)]: libxt's functions for the runner, benches and tests, which
     common/xt_harness.h declares and an exercise's header does not (xt_rank() is the

@@ -539,6 +539,24 @@ def selftest(s):
              f"exercise without a driver and a driver without an exercise are reported (negative "
              f"control)", len(found) == 3 and "at most a third" in found[0]
              and "no exercise" in found[1] and "no driver" in found[2], found)
+    # A student's file written before the drivers moved out (its driver still in it) is
+    # graded BUILD with what to delete; the same file without it grades as the solution.
+    tree = fresh("old_student_file")
+    os.makedirs(os.path.join(tree, lec))
+    name = os.path.splitext(os.path.basename(ex))[0]
+    reports = {}
+    for kind, text in (("with its driver", joined), ("without", open(ex).read())):
+        with open(os.path.join(tree, ex), "w") as f:
+            f.write(text)
+        rc, out = sh([sys.executable, os.path.join("grader", "grade.py"), "--lc", lec, "--tree",
+                      tree, "--ex", name])
+        reports[kind] = " ".join(out.split())  # the report wraps its lines
+    told = "still holds its program's driver" in reports["with its driver"] and \
+        "run_case" in reports["with its driver"]
+    s.record(f"a student's {ex} that still holds its driver (written before the drivers moved "
+             f"out) is graded BUILD, the report naming the definitions to delete; without them "
+             f"nothing is said of it (negative control)", told and
+             "still holds" not in reports["without"], [reports["with its driver"][:600]])
     # Negative control: a dependency list naming a header under grader/ is reported.
     fake = os.path.join(fresh("includes"), "x")
     os.makedirs(fake)

@@ -370,7 +370,8 @@ def grade_exercise(req, lec, ex, ex_tests, every, source, binary, failed, tally)
         return [harness.TestResult(t, verdict="BUILD", lines=[f"{source} does not exist"])
                 for t in ex_tests]
     if binary in failed:
-        errs = builds.build_errors(failed[binary])
+        errs = (builds.driver_left_in(source, failed[binary]) +
+                builds.build_errors(failed[binary]))
         return [harness.TestResult(t, verdict="BUILD", lines=list(errs)) for t in ex_tests]
     extra = [f for t in ex_tests for f in t.forbidden]
     obj = ".cu.o" if args.device == "cuda" else ".o"
