@@ -134,7 +134,10 @@ def build(binaries, jobs=2, san=False, cov=False):
 
 
 def build_errors(text, limit=12):
-    """The compiler's messages from the first error on."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
+    """The compiler's messages from the first error on. The exercise's file is compiled as
+    one unit with its driver (-include), which the compiler words as './<path>' and 'In file
+    included from <command-line>': said here as the file's own path."""
+    lines = [re.sub(r"(^|\s)\./(?=\S)", r"\1", ln) for ln in text.splitlines()
+             if ln.strip() and not ln.startswith("In file included from <command-line>")]
     first = next((i for i, ln in enumerate(lines) if re.search(r"\berror\b:|: error", ln)), 0)
     return lines[first:first + limit]

@@ -58,7 +58,7 @@ def where_in_source(binary, func, off):
             else:
                 return []
         addr = base + int(off, 16) - 1  # a return address points just after its call
-        out = subprocess.run(["addr2line", "-f", "-i", "-e", binary, hex(addr)],
+        out = subprocess.run(["addr2line", "-f", "-i", "-C", "-e", binary, hex(addr)],
                              capture_output=True, text=True, timeout=10).stdout.splitlines()
         root = os.getcwd() + os.sep
         pairs = []
@@ -67,7 +67,8 @@ def where_in_source(binary, func, off):
                 continue
             path, _, line = loc.partition(":")
             path = path[len(root):] if path.startswith(root) else path
-            pairs.append((name.strip(), f"{path}:{line.split()[0]}"))
+            # A C++ name (the emulated device's build) demangled, without its parameters.
+            pairs.append((name.strip().split("(")[0], f"{path}:{line.split()[0]}"))
         return pairs
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return []
