@@ -169,11 +169,11 @@ typedef struct {
     MPI_Comm comm; /* the mesh's own communicator (a dup of the parent) */
 } xt_mesh;
 /*
- * "dp=2,pp=2,tp=2" (or "2x2x2" with the default names dp, pp, tp; a dimension
- * of size 1 is allowed): the product must equal comm's size. The LAST
- * dimension varies fastest (rank = ((c0 * s1) + c1) * s2 + c2), so tensor
- * parallelism, listed last, groups neighbouring ranks as Megatron and
- * picotron do. Collective over comm; dies with a clear message on a bad
+ * "pp=2,dp=2,tp=2" (Megatron-LM's order, pp slowest; "2x2x2" names the
+ * dimensions dp, pp, tp in that order; a dimension of size 1 is allowed): the
+ * product must equal comm's size. The LAST dimension varies fastest (rank =
+ * ((c0 * s1) + c1) * s2 + c2), so tensor parallelism, listed last, groups
+ * neighbouring ranks, as Megatron-LM, torchtitan and picotron all do. Collective over comm; dies with a clear message on a bad
  * description or a product that is not the size. Each group's communicator
  * is named after its dimension (MPI_Comm_get_name), the mesh's own "mesh"
  * (no dimension may be called that), and a case record logs a message on one

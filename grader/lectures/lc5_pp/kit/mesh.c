@@ -1,5 +1,5 @@
 /*
- * mesh.c: the process mesh. One description ("dp=2,pp=2,tp=2") lays the ranks
+ * mesh.c: the process mesh. One description ("pp=2,dp=2,tp=2") lays the ranks
  * of a communicator out on a grid, the last dimension varying fastest, and
  * every dimension's groups (the ranks that differ from this one only along
  * it) get their communicator, split from a duplicate of the parent. Each is
