@@ -320,6 +320,25 @@ def driver_share(text):
     return 0.0 if m is None else text[m.start():].count("\n") / lines
 
 
+DRIVER_NAME = re.compile(r"(?m)^static\b[^=;(\n]*?\b(\w+)\s*\(|^#define (\w+)|"
+                         r"^static const [\w ]+?\**\b(\w+)\s*(?:\[|=)|^\} (\w+);|^enum \{([^}]*)\};")
+
+
+def driver_names(text):
+    """The names a driver defines at file scope that are not driver_/DRIVER_ names (run_case,
+    demo and main aside). The driver is compiled as one unit with the student's file, so
+    any other name could collide with a helper the student writes: a correct file would
+    not build."""
+    found = []
+    for m in DRIVER_NAME.finditer(text):
+        names = [g for g in m.groups()[:4] if g]
+        if m.group(5):
+            names += re.findall(r"\b([A-Za-z_]\w*)\s*=", m.group(5).split("/*")[0])
+        found += [n for n in names if n not in ("run_case", "demo", "main")
+                  and not n.lower().startswith("driver_")]
+    return found
+
+
 def student_rooms(names):
     """Problems with the student's room: a student file whose driver is more than a third
     of it, an exercise without its driver, a driver without its exercise."""
@@ -336,6 +355,13 @@ def student_rooms(names):
         mine = {os.path.basename(p) for p in files}
         problems += [f"{path}: no exercise {lec}/{os.path.basename(path)} for this driver"
                      for path in drivers if os.path.basename(path) not in mine]
+        for path in drivers:
+            with open(path) as f:
+                taken = driver_names(f.read())
+            if taken:
+                problems.append(f"{path}: defines {', '.join(taken)}, which a student's helper "
+                                f"may also be called: name a driver's own driver_... "
+                                f"(DRIVER_... for constants)")
         have = {os.path.basename(p) for p in drivers}
         problems += [f"{path}: no driver grader/lectures/{lec}/drivers/{os.path.basename(path)}"
                      for path in files if os.path.basename(path) not in have]
@@ -515,7 +541,9 @@ def selftest(s):
     s.record(f"the student's room: each of {len(shares)} student files is the page, the contract "
              f"and the functions to write, its program's driver in "
              f"grader/lectures/<lecture>/drivers/ (at most a third of a file may be driver; the "
-             f"largest share now {max(shares, default=0):.0%})", bool(shares) and not bad, bad)
+             f"largest share now {max(shares, default=0):.0%}), whose own names are driver_... "
+             f"so that no helper of the student's collides with them", bool(shares) and not bad,
+             bad)
     # Negative control: an exercise's file with its driver appended is reported, as is a
     # driver whose exercise is gone.
     lec = names[0]
@@ -528,7 +556,7 @@ def selftest(s):
     with open(os.path.join(fake, ex), "w") as f:
         f.write(joined)
     with open(os.path.join(fake, "grader", "lectures", lec, "drivers", "gone.c"), "w") as f:
-        f.write("int main(void) { return 0; }\n")
+        f.write("static int step(void)\n{\n    return 0;\n}\n\nint main(void) { return step(); }\n")
     here = os.getcwd()
     os.chdir(fake)
     try:
@@ -536,9 +564,10 @@ def selftest(s):
     finally:
         os.chdir(here)
     s.record(f"a student file that holds its driver ({driver_share(joined):.0%} of it), an "
-             f"exercise without a driver and a driver without an exercise are reported (negative "
-             f"control)", len(found) == 3 and "at most a third" in found[0]
-             and "no exercise" in found[1] and "no driver" in found[2], found)
+             f"exercise without a driver, a driver without an exercise and a driver's helper "
+             f"not named driver_... are reported (negative control)", len(found) == 4 and
+             "at most a third" in found[0] and "no exercise" in found[1] and
+             "defines step" in found[2] and "no driver" in found[3], found)
     # A student's file written before the drivers moved out (its driver still in it) is
     # graded BUILD with what to delete; the same file without it grades as the solution.
     tree = fresh("old_student_file")

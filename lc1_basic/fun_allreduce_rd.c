@@ -45,5 +45,5 @@ void allreduce_rd(void *buf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm com
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_allreduce_rd.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -39,5 +39,5 @@ void dist_softmax(const float *x, float *y, int count, MPI_Comm comm)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_dist_softmax.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -60,5 +60,5 @@ void reduce_binomial(const void *send, void *recv, int count, MPI_Datatype dt, M
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_reduce.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -46,5 +46,5 @@ void reduce_scatter_ring(const void *send, void *recv, const int *recvcounts, MP
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_reduce_scatter.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

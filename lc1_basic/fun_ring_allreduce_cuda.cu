@@ -53,5 +53,5 @@ void ring_allreduce_cuda(float *d_buf, int count, int chunk, MPI_Comm comm)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_ring_allreduce_cuda.cu,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

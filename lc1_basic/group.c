@@ -55,5 +55,5 @@ void group_sums(const double *x, int count, MPI_Comm comm, double *lo_sum, doubl
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/group.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -44,5 +44,5 @@ void make_mesh_2d(int dp, int tp, MPI_Comm comm, MPI_Comm *dp_comm, MPI_Comm *tp
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/initial.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

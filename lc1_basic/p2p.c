@@ -31,5 +31,5 @@ void chain_pass(float *buf, int count, MPI_Comm comm)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/p2p.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -39,5 +39,5 @@ int recv_any_size(float **buf, int src, MPI_Comm comm)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/p2p_probe.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -59,5 +59,5 @@ float ddp_naive_step(xt_mlp *m, const float *x, const void *target, int rows, fl
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc2_dp/drivers/ddp_naive.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -87,5 +87,5 @@ void adam_update(float *params, const float *grads, float *m, float *v, long n, 
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc3_zero/drivers/adam.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

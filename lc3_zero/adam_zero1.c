@@ -69,5 +69,5 @@ void zero1_free(zero1 *z)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc3_zero/drivers/adam_zero1.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

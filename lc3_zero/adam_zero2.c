@@ -80,5 +80,5 @@ void zero2_free(zero2 *z)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc3_zero/drivers/adam_zero2.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

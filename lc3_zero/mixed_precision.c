@@ -107,5 +107,5 @@ int mixed_precision_step(mixed_state *s, xt_mlp *m, const float *x, const void *
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc3_zero/drivers/mixed_precision.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

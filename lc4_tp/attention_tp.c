@@ -122,5 +122,5 @@ void attention_tp_backward(const attn_tp *a, const float *x, const float *wq, co
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc4_tp/drivers/attention_tp.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -43,5 +43,5 @@ float cross_entropy_tp(const float *logits_local, const int *targets, int n, int
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc4_tp/drivers/cross_entropy_tp.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -69,5 +69,5 @@ void mlp_tp_backward(const float *x, const float *wg, const float *wu, const flo
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc4_tp/drivers/mlp_tp.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

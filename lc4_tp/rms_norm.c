@@ -59,5 +59,5 @@ void rmsnorm_backward(const float *x, const float *gamma, const float *rstd, con
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc4_tp/drivers/rms_norm.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -50,5 +50,5 @@ void row_linear_backward(const float *x_local, const float *w, const float *dy, 
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc4_tp/drivers/row_parallel_linear.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -47,5 +47,5 @@ float checkpoint_step(xt_stage **segments, int nseg, const float *x, const float
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc5_pp/drivers/checkpoint.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

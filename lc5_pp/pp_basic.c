@@ -53,5 +53,5 @@ float pp_basic_step(xt_stage *stage, const float *x, const float *target, int ro
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc5_pp/drivers/pp_basic.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

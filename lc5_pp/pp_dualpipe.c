@@ -72,5 +72,5 @@ float pp_dualpipe_step(xt_stage **chunks, const float *x, const float *target, i
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc5_pp/drivers/pp_dualpipe.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -52,5 +52,5 @@ float pp_zero_bubble_step(xt_stage *stage, const float *x, const float *target, 
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc5_pp/drivers/pp_zero_bubble.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -49,5 +49,5 @@ void ring_online_softmax(const float *x, float *y, int n, MPI_Comm comm)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc6_cp/drivers/ring_online_softmax.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

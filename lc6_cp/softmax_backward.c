@@ -37,5 +37,5 @@ void softmax_backward(const float *y, const float *dy, float *dx, int rows, int 
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc6_cp/drivers/softmax_backward.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -127,5 +127,5 @@ void ulysses_attention_backward(float *dq, float *dk, float *dv, const float *do
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc6_cp/drivers/ulysses_attention.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -71,5 +71,5 @@ void zigzag_attention_backward(float *dq, float *dk, float *dv, const float *dou
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc6_cp/drivers/zigzag_attention.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -104,5 +104,5 @@ void gshard_free(gshard_state *s)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc7_ep/drivers/gshard.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -51,5 +51,5 @@ float moe_forward(const float *x, const float *wr, const float *experts, int T, 
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc7_ep/drivers/moe_forward.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -62,5 +62,5 @@ void topk_backward(const float *probs, const int *idx, const float *dw, int T, i
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc7_ep/drivers/topk_gradient.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

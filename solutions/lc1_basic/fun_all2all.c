@@ -60,5 +60,5 @@ void alltoallv_from_splits(const float *send, const int *splits, float *recv, MP
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_all2all.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

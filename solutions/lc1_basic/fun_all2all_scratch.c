@@ -78,5 +78,5 @@ int alltoallv_scratch(const void *send, const int *sendcounts, MPI_Datatype dt, 
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_all2all_scratch.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

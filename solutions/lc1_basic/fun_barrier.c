@@ -46,5 +46,5 @@ void barrier_dissemination(MPI_Comm comm)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_barrier.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

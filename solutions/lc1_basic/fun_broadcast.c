@@ -72,5 +72,5 @@ void bcast_binomial(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm co
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_broadcast.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

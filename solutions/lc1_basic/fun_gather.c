@@ -86,5 +86,5 @@ void allgather_ring(const void *send, void *recv, int count, MPI_Datatype dt, MP
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_gather.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -85,5 +85,5 @@ void ring_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm c
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_ring_allreduce.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -50,5 +50,5 @@ void scatter_linear(const void *send, void *recv, int count, MPI_Datatype dt, in
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/fun_scatter.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -73,5 +73,5 @@ void gather_async(const float *msgs, int k, int count, float *sum, MPI_Comm comm
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/p2p_async.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -176,5 +176,5 @@ static void host_recv_chunks(float *x, int count, int peer, MPI_Comm comm)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/p2p_cuda_stream.cu,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

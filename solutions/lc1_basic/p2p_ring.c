@@ -72,5 +72,5 @@ void ring_shift_sendrecv(const float *send, float *recv, int count, MPI_Comm com
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc1_basic/drivers/p2p_ring.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -62,5 +62,5 @@ float ddp_accum_step(xt_mlp *m, const float *x, const void *target, int rows, in
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc2_dp/drivers/ddp_grad_accum.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

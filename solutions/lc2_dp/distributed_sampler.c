@@ -72,5 +72,5 @@ long distributed_sampler(long n, long epoch, uint64_t seed, int shuffle, int dro
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc2_dp/drivers/distributed_sampler.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -174,5 +174,5 @@ void zero3_free(zero3 *z)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc3_zero/drivers/adam_zero3.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -80,5 +80,5 @@ void dp_adam_free(dp_adam *s)
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc3_zero/drivers/distributed_adam.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -241,5 +241,5 @@ void zero_checkpoint_load(zero_state *z, xt_mlp *m, const char *dir, MPI_Comm co
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc3_zero/drivers/zero_checkpoint.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

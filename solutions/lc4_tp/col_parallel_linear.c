@@ -96,5 +96,5 @@ void col_linear_gather(const float *y_local, float *y, int rows, int out, MPI_Co
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc4_tp/drivers/col_parallel_linear.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

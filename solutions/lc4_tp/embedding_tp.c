@@ -71,5 +71,5 @@ void embedding_tp_backward(const int *tokens, int n, const float *dy, int v_lo, 
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc4_tp/drivers/embedding_tp.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -293,5 +293,5 @@ float model_tp_step(tp_model *m, const int *tokens, const int *targets, int batc
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc4_tp/drivers/model_tp.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -172,5 +172,5 @@ void seqpar_backward(const float *x, const float *gamma, const float *w, float *
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc4_tp/drivers/sequence_parallel.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

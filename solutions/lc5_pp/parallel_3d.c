@@ -115,5 +115,5 @@ float parallel_3d_step(xt_tp_stage *stage, const xt_mesh *mesh, const int *token
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc5_pp/drivers/parallel_3d.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -98,5 +98,5 @@ float pp_1f1b_step(xt_stage *stage, const float *x, const float *target, int mb_
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc5_pp/drivers/pp_1f1b.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

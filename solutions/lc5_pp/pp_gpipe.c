@@ -75,5 +75,5 @@ float pp_gpipe_step(xt_stage *stage, const float *x, const float *target, int mb
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc5_pp/drivers/pp_gpipe.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

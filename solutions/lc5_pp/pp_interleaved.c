@@ -191,5 +191,5 @@ float pp_interleaved_step(xt_stage **chunks, int v, const float *x, const float 
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc5_pp/drivers/pp_interleaved.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -154,5 +154,5 @@ void flash_attention_backward(float *dq, float *dk, float *dv, const float *dout
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc6_cp/drivers/flash_attention.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

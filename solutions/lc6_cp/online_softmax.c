@@ -102,5 +102,5 @@ void lse_merge(float *o, float *lse, const float *o_blk, const float *lse_blk, i
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc6_cp/drivers/online_softmax.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

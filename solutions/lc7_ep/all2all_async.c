@@ -90,5 +90,5 @@ void experts_exchange(float *out, const float *rows, const int *send_counts, con
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc7_ep/drivers/all2all_async.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -139,5 +139,5 @@ float seq_balance_loss(const float *logits, const int *idx, int T, int E, int k,
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc7_ep/drivers/gate_sigmoid.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -165,5 +165,5 @@ void moe_backward(const float *x, const float *wr, const float *experts, const f
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc7_ep/drivers/moe_backward.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

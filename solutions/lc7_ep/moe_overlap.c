@@ -283,5 +283,5 @@ void moe_overlap_forward(float *y, const float *x, const float *wr, const float 
 
 /*
  * The grader's cases, the demo and main: grader/lectures/lc7_ep/drivers/moe_overlap.c,
- * compiled with this file into one program.
+ * compiled with this file into one program (its own names begin with driver_).
  */

@@ -6,7 +6,7 @@
  */
 
 /* Elements this rank receives: the sum of column `rank` of splits. */
-static int column_sum(const int *splits, int rank, int np)
+static int driver_column_sum(const int *splits, int rank, int np)
 {
     int total = 0;
     for (int i = 0; i < np; i++)
@@ -22,7 +22,7 @@ static void run_case(xt_case *c)
     MPI_Comm_size(comm, &np);
     xt_array x = xt_case_input_const(c, "x");
     xt_array splits = xt_case_input_const(c, "splits");
-    int total = column_sum(splits.data, rank, np);
+    int total = driver_column_sum(splits.data, rank, np);
     float *y = xt_case_alloc(c, "y", total, XT_F32);
     alltoallv_from_splits(x.data, splits.data, y, comm);
     xt_case_output(c, "y", y, XT_F32, total);
@@ -48,7 +48,7 @@ static void demo(MPI_Comm comm)
     for (int j = 0; j < np; j++)
         for (int k = 0; k < splits[rank * np + j]; k++)
             *p++ = (float)(10 * rank + j);
-    int got = column_sum(splits, rank, np);
+    int got = driver_column_sum(splits, rank, np);
     float *y = xt_malloc(sizeof(float) * (size_t)got);
     xt_print_buffer_ordered(comm, "counts out (row):   ", splits + rank * np, np, MPI_INT);
     xt_print_buffer_ordered(comm, "counts in (column): ", column, np, MPI_INT);

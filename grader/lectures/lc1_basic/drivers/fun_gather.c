@@ -10,7 +10,7 @@
  * so blocks reach the root highest rank first: a root that stores them in
  * order of arrival gets them wrong every time, not now and then.
  */
-static void enter_highest_rank_first(MPI_Comm comm)
+static void driver_enter_highest_rank_first(MPI_Comm comm)
 {
     int rank, np;
     MPI_Comm_rank(comm, &rank);
@@ -30,7 +30,7 @@ static void run_case(xt_case *c)
         int root = (int)xt_case_int(c, "root");
         /* Only the root has a result; the other ranks pass NULL, as MPI_Gather allows. */
         void *y = rank == root ? xt_case_alloc(c, "recv", total, x.dtype) : NULL;
-        enter_highest_rank_first(comm);
+        driver_enter_highest_rank_first(comm);
         gather_linear(x.data, y, (int)x.count, xt_dtype_mpi(x.dtype), root, comm);
         if (rank == root)
             xt_case_output(c, "y", y, x.dtype, total);
@@ -41,7 +41,7 @@ static void run_case(xt_case *c)
     }
 }
 
-static const char *ring_phase(int step, int np)
+static const char *driver_ring_phase(int step, int np)
 {
     (void)step, (void)np;
     return "all-gather";
@@ -70,7 +70,7 @@ static void demo(MPI_Comm comm)
         blocks[i] = 2;
     xt_watch_begin(y, MPI_INT, blocks, np);
     allgather_ring(x, y, 2, MPI_INT, comm);
-    xt_watch_print(comm, ring_phase);
+    xt_watch_print(comm, driver_ring_phase);
     xt_print_buffer_ordered(comm, "allgather_ring:  ", y, 2 * np, MPI_INT);
     free(blocks);
     free(y);

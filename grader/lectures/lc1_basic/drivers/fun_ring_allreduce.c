@@ -12,7 +12,7 @@ static void run_case(xt_case *c)
     xt_case_output(c, "x", x.data, x.dtype, x.count);
 }
 
-static const char *ring_phase(int step, int np)
+static const char *driver_ring_phase(int step, int np)
 {
     return step < np - 1 ? "reduce-scatter" : "all-gather";
 }
@@ -38,7 +38,7 @@ static void demo(MPI_Comm comm)
         chunks[i] = count / np + (i < count % np);
     xt_watch_begin(x, MPI_INT, chunks, np);
     ring_allreduce(x, count, MPI_INT, MPI_SUM, comm);
-    xt_watch_print(comm, ring_phase);
+    xt_watch_print(comm, driver_ring_phase);
     xt_print_buffer_ordered(comm, "after:  ", x, count, MPI_INT);
     free(chunks);
     free(x);

@@ -6,7 +6,7 @@
  */
 
 /* The ranks in comm of sub's members, in sub's rank order. */
-static int32_t *members_in(MPI_Comm sub, MPI_Comm comm, int *n)
+static int32_t *driver_members_in(MPI_Comm sub, MPI_Comm comm, int *n)
 {
     MPI_Group sub_group, comm_group;
     MPI_Comm_group(sub, &sub_group);
@@ -44,10 +44,10 @@ static void run_case(xt_case *c)
     coords[1] = rank;
     xt_case_output(c, "coords", coords, XT_I32, 2);
     int n;
-    int32_t *dp_group = members_in(dp_comm, comm, &n);
+    int32_t *dp_group = driver_members_in(dp_comm, comm, &n);
     xt_case_output(c, "dp_group", dp_group, XT_I32, n);
     free(dp_group);
-    int32_t *tp_group = members_in(tp_comm, comm, &n);
+    int32_t *tp_group = driver_members_in(tp_comm, comm, &n);
     xt_case_output(c, "tp_group", tp_group, XT_I32, n);
     free(tp_group);
     MPI_Comm_free(&dp_comm);
@@ -71,8 +71,8 @@ static void demo(MPI_Comm comm)
     int dp_rank, tp_rank, n_dp, n_tp;
     MPI_Comm_rank(dp_comm, &dp_rank);
     MPI_Comm_rank(tp_comm, &tp_rank);
-    int32_t *dp_group = members_in(dp_comm, comm, &n_dp);
-    int32_t *tp_group = members_in(tp_comm, comm, &n_tp);
+    int32_t *dp_group = driver_members_in(dp_comm, comm, &n_dp);
+    int32_t *tp_group = driver_members_in(tp_comm, comm, &n_tp);
     char dp_text[64], tp_text[64];
     xt_format_buffer(dp_text, sizeof dp_text, dp_group, n_dp, MPI_INT32_T);
     xt_format_buffer(tp_text, sizeof tp_text, tp_group, n_tp, MPI_INT32_T);

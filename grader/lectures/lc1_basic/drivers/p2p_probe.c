@@ -10,7 +10,7 @@
  * r-1 with recv_any_size. The send is nonblocking: under strict send mode a
  * blocking send would wait for a receive that comes only after it.
  */
-static int exchange(const float *payload, int count, float **got, MPI_Comm comm)
+static int driver_exchange(const float *payload, int count, float **got, MPI_Comm comm)
 {
     int rank, np;
     MPI_Comm_rank(comm, &rank);
@@ -26,7 +26,7 @@ static void run_case(xt_case *c)
 {
     xt_array x = xt_case_input_const(c, "x");
     float *y = NULL;
-    int n = exchange(x.data, (int)x.count, &y, xt_case_comm(c));
+    int n = driver_exchange(x.data, (int)x.count, &y, xt_case_comm(c));
     int64_t ret = n;
     xt_case_output(c, "ret", &ret, XT_I64, 1);
     xt_case_output(c, "y", y, XT_F32, n);
@@ -44,7 +44,7 @@ static void demo(MPI_Comm comm)
         payload[i] = (float)(10 * rank + i);
     xt_print_buffer_ordered(comm, "sends to the right:   ", payload, count, MPI_FLOAT);
     float *got = NULL;
-    int n = exchange(payload, count, &got, comm);
+    int n = driver_exchange(payload, count, &got, comm);
     char text[256];
     xt_format_buffer(text, sizeof text, got, n, MPI_FLOAT);
     xt_printf_ordered(comm, "got %d from the left: %s", n, text);

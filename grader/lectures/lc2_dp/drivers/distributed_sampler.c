@@ -40,8 +40,8 @@ static void run_case(xt_case *c)
  * bar >= count), '*' after those whose position first + i * step is >= n,
  * the middle elided when the list is long.
  */
-static void format_list(char *out, size_t cap, const long *v, long count, long bar, long first,
-                        long step, long n)
+static void driver_format_list(char *out, size_t cap, const long *v, long count, long bar,
+                               long first, long step, long n)
 {
     size_t len = (size_t)snprintf(out, cap, "[");
     long head = 8, tail = count - 4 < bar - 2 ? count - 4 : bar - 2;
@@ -96,7 +96,7 @@ static void demo(MPI_Comm comm)
         MPI_Gatherv(mine, cnt, MPI_LONG, all, counts, displs, MPI_LONG, 0, comm);
         if (rank == 0) {
             long full = distributed_sampler(n, e, seed, shuffle, 0, MPI_COMM_SELF, order);
-            format_list(text, sizeof text, order, full, full, 0, 1, n);
+            driver_format_list(text, sizeof text, order, full, full, 0, 1, n);
             int w = snprintf(NULL, 0, "epoch %ld", e);
             printf("epoch %ld order:  %s\n", e, text);
             /* Entry i of rank r sits at position r + i np of the global list. */
@@ -111,7 +111,7 @@ static void demo(MPI_Comm comm)
                         total = pos + 1 > total ? pos + 1 : total;
                     }
                 }
-            format_list(text, sizeof text, global, total, n, 0, 1, n);
+            driver_format_list(text, sizeof text, global, total, n, 0, 1, n);
             if (total >= n)
                 printf("%*s padded: %s  %d x %d, %ld padding\n", w, "", text, counts[0], np,
                        total - n);
@@ -119,7 +119,7 @@ static void demo(MPI_Comm comm)
                 printf("%*s cut:    %s  %d x %d, %ld dropped\n", w, "", text, counts[0], np,
                        n - total);
         }
-        format_list(text, sizeof text, mine, got, got, rank, np, n);
+        driver_format_list(text, sizeof text, mine, got, got, rank, np, n);
         xt_printf_ordered(comm, "epoch %ld: %s\n", e, text);
     }
     free(mine);

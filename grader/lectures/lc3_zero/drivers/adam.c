@@ -5,7 +5,7 @@
  * "A lecture's drivers").
  */
 
-static float case_float(xt_case *c, const char *key)
+static float driver_case_float(xt_case *c, const char *key)
 {
     return (float)atof(xt_case_str(c, key));
 }
@@ -19,11 +19,11 @@ static void run_case(xt_case *c)
 {
     long n = xt_case_int(c, "n");
     int steps = (int)xt_case_int(c, "steps");
-    xt_adam h = {.lr = case_float(c, "lr"),
-                 .beta1 = case_float(c, "beta1"),
-                 .beta2 = case_float(c, "beta2"),
-                 .eps = case_float(c, "eps"),
-                 .weight_decay = case_float(c, "wd")};
+    xt_adam h = {.lr = driver_case_float(c, "lr"),
+                 .beta1 = driver_case_float(c, "beta1"),
+                 .beta2 = driver_case_float(c, "beta2"),
+                 .eps = driver_case_float(c, "eps"),
+                 .weight_decay = driver_case_float(c, "wd")};
     xt_array p0 = xt_case_input_const(c, "p0");
     xt_array grads = xt_case_input_const(c, "grads");
     XT_CHECK(p0.count == n && grads.count == steps * n, "p0 or grads do not hold %ld x %d floats",

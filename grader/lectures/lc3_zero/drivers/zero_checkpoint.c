@@ -6,18 +6,18 @@
  */
 
 /* Rank `rank` of a world of `np`: its rows of each step's global batch of B rows. */
-static const float *rows_x(const xt_train_case *t, int step, int rank, int np)
+static const float *driver_rows_x(const xt_train_case *t, int step, int rank, int np)
 {
     return xt_train_case_x(t, step) + (long)rank * (t->rows / np) * t->model.dims[0];
 }
 
-static const void *rows_y(const xt_train_case *t, int step, int rank, int np)
+static const void *driver_rows_y(const xt_train_case *t, int step, int rank, int np)
 {
     return xt_mlp_target_at(&t->model, xt_train_case_target(t, step), (long)rank * (t->rows / np));
 }
 
 /* Every tensor of the model as "<prefix>_<name>". */
-static void output_params(xt_train_case *t, const char *prefix)
+static void driver_output_params(xt_train_case *t, const char *prefix)
 {
     for (int i = 0; i < t->model.ntensors; i++) {
         const xt_tensor *v = &t->model.tensor[i];
@@ -57,8 +57,8 @@ static void run_case(xt_case *c)
         xt_mlp_pad_params(&t.model, save_np * z.shard);
         MPI_Bcast(t.model.params, (int)n, MPI_FLOAT, 0, comm);
         for (int s = 0; s < steps1; s++) {
-            zero1_train_step(&z, &t.model, rows_x(&t, s, rank, save_np),
-                             rows_y(&t, s, rank, save_np), t.rows / save_np, &t.adam, comm);
+            zero1_train_step(&z, &t.model, driver_rows_x(&t, s, rank, save_np),
+                             driver_rows_y(&t, s, rank, save_np), t.rows / save_np, &t.adam, comm);
             xt_train_case_output(&t, s);
         }
         xt_case_output(c, "saved_m", z.m, XT_F32, z.count);
@@ -81,10 +81,10 @@ static void run_case(xt_case *c)
         xt_case_output(c, "loaded_m", z.m, XT_F32, z.count);
         xt_case_output(c, "loaded_v", z.v, XT_F32, z.count);
         xt_case_output(c, "loaded_step", &step, XT_I64, 1);
-        output_params(&t, "loaded");
+        driver_output_params(&t, "loaded");
         for (int s = steps1; s < t.steps; s++) {
-            zero1_train_step(&z, &t.model, rows_x(&t, s, rank2, load_np),
-                             rows_y(&t, s, rank2, load_np), t.rows / load_np, &t.adam, comm);
+            zero1_train_step(&z, &t.model, driver_rows_x(&t, s, rank2, load_np),
+                             driver_rows_y(&t, s, rank2, load_np), t.rows / load_np, &t.adam, comm);
             xt_train_case_output(&t, s);
         }
         zero_state_free(&z);
@@ -95,7 +95,7 @@ static void run_case(xt_case *c)
 
 /* ---------------------------------------------------------------------- demo */
 
-static double max_gap(const float *a, const float *b, long n)
+static double driver_max_gap(const float *a, const float *b, long n)
 {
     double gap = 0.0;
     for (long i = 0; i < n; i++) {
@@ -110,8 +110,9 @@ static double max_gap(const float *a, const float *b, long n)
  * same step of the uninterrupted single-process twin (every rank keeps one:
  * it is small); rank 0 of comm prints the line.
  */
-static void demo_step(zero_state *z, xt_mlp *m, const float *x, const int32_t *y, int rows,
-                      int step, const xt_adam *h, MPI_Comm comm, xt_mlp *twin, float *tm, float *tv)
+static void driver_demo_step(zero_state *z, xt_mlp *m, const float *x, const int32_t *y, int rows,
+                             int step, const xt_adam *h, MPI_Comm comm, xt_mlp *twin, float *tm,
+                             float *tv)
 {
     int r, np;
     MPI_Comm_rank(comm, &r);
@@ -126,11 +127,11 @@ static void demo_step(zero_state *z, xt_mlp *m, const float *x, const int32_t *y
     xt_mlp_backward(twin, y, 1.0f, NULL, NULL);
     xt_adam_update(twin->params, twin->grads, tm, tv, twin->nparams, step + 1, h);
     xt_printf_root(comm, "%4d  np=%d   %-8.5f  %-11.2g  %ld\n", step + 1, np, sum / (float)np,
-                   max_gap(m->params, twin->params, m->nparams), z->step);
+                   driver_max_gap(m->params, twin->params, m->nparams), z->step);
 }
 
 /* Rank 0: the files of the checkpoint and their sizes. */
-static long list_files(const char *dir, int np)
+static long driver_list_files(const char *dir, int np)
 {
     long total = 0;
     for (int q = -1; q < np; q++) {
@@ -213,7 +214,7 @@ static void demo(MPI_Comm world)
         xt_mlp_pad_params(&m, save_np * z.shard);
         MPI_Bcast(m.params, (int)n, MPI_FLOAT, 0, comm);
         for (int s = 0; s < steps1; s++)
-            demo_step(&z, &m, x, y, rows, s, &h, comm, &twin, tm, tv);
+            driver_demo_step(&z, &m, x, y, rows, s, &h, comm, &twin, tm, tv);
         zero_checkpoint_save(&z, &m, dir, comm);
         xt_printf_ordered(comm, "old rank %d of %d saved [%ld, %ld)\n", rank, save_np, z.lo,
                           z.lo + z.count);
@@ -224,7 +225,7 @@ static void demo(MPI_Comm world)
     MPI_Barrier(world);
     if (rank == 0) {
         printf("checkpoint %s:\n", dir);
-        long total = list_files(dir, save_np);
+        long total = driver_list_files(dir, save_np);
         printf("  %ld B in all; the fp32 model alone is %ld B\n", total, 4 * n);
         fflush(stdout);
     }
@@ -257,7 +258,7 @@ static void demo(MPI_Comm world)
         xt_printf_root(comm, "%s",
                        *lose ? "(--lose: the loaded state is damaged on purpose)\n" : "");
         for (int s = steps1; s < steps; s++)
-            demo_step(&z, &m, x, y, rows, s, &h, comm, &twin, tm, tv);
+            driver_demo_step(&z, &m, x, y, rows, s, &h, comm, &twin, tm, tv);
         zero_state_free(&z);
         MPI_Comm_free(&comm);
     }

@@ -5,7 +5,7 @@
  * "A lecture's drivers").
  */
 
-static void output_int(xt_case *c, const char *name, int v)
+static void driver_output_int(xt_case *c, const char *name, int v)
 {
     xt_case_output(c, name, &v, XT_I32, 1);
 }
@@ -23,8 +23,8 @@ static void run_case(xt_case *c)
         const char *names[] = {"d",    "hq",        "hkv",   "hd",      "hq_local",
                                "q_lo", "hkv_local", "kv_lo", "replicas"};
         for (int i = 0; i < 9; i++)
-            output_int(c, names[i], f[i]);
-        output_int(c, "comm_is_case", a.comm == comm);
+            driver_output_int(c, names[i], f[i]);
+        driver_output_int(c, "comm_is_case", a.comm == comm);
         /* kv_comm's members, as ranks of comm, in kv_comm's rank order (none: NULL). */
         int size = 0, members[64], ranks[64];
         if (a.kv_comm != MPI_COMM_NULL) {

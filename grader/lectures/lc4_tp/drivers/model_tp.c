@@ -5,8 +5,8 @@
  * "A lecture's drivers").
  */
 
-static void tp_views(tp_model *m, float *base, float **embed, tp_block *blk, float **norm,
-                     float **head)
+static void driver_tp_views(tp_model *m, float *base, float **embed, tp_block *blk, float **norm,
+                            float **head)
 {
     const tp_config *c = &m->cfg;
     long qw = (long)m->hq_local * c->hd, kvw = (long)m->hkv_local * c->hd;
@@ -31,7 +31,7 @@ static void tp_views(tp_model *m, float *base, float **embed, tp_block *blk, flo
 }
 
 /* Columns [lo, lo + count) of a rows x cols matrix into dst (rows x count). */
-static void copy_columns(float *dst, const float *src, int rows, int cols, int lo, int count)
+static void driver_copy_columns(float *dst, const float *src, int rows, int cols, int lo, int count)
 {
     for (int i = 0; i < rows; i++)
         memcpy(dst + (size_t)i * count, src + (size_t)i * cols + lo, sizeof(float) * count);
@@ -42,7 +42,7 @@ static void copy_columns(float *dst, const float *src, int rows, int cols, int l
  * the embedding E (V x d), each block in xt_decoder_layout's order, the final
  * norm (d), the head (d x V). Collective over comm (kv_comm is split here).
  */
-static void tp_model_init(tp_model *m, const tp_config *c, const float *full, MPI_Comm comm)
+static void driver_tp_model_init(tp_model *m, const tp_config *c, const float *full, MPI_Comm comm)
 {
     memset(m, 0, sizeof *m);
     m->cfg = *c;
@@ -67,7 +67,7 @@ static void tp_model_init(tp_model *m, const tp_config *c, const float *full, MP
 
     tp_block scratch[TP_MAX_LAYERS];
     float *e, *n, *h;
-    tp_views(m, NULL, &e, scratch, &n, &h); /* sizes only */
+    driver_tp_views(m, NULL, &e, scratch, &n, &h); /* sizes only */
     size_t bytes = sizeof(float) * (size_t)m->nparams;
     m->params = xt_alloc(XT_MEM_PARAMS, bytes);
     m->grads = xt_alloc(XT_MEM_GRADS, bytes);
@@ -76,8 +76,8 @@ static void tp_model_init(tp_model *m, const tp_config *c, const float *full, MP
     memset(m->adam_m, 0, bytes);
     memset(m->adam_v, 0, bytes);
     memset(m->grads, 0, bytes);
-    tp_views(m, m->params, &m->embed, m->blk, &m->final_norm, &m->head);
-    tp_views(m, m->grads, &m->dembed, m->dblk, &m->dfinal_norm, &m->dhead);
+    driver_tp_views(m, m->params, &m->embed, m->blk, &m->final_norm, &m->head);
+    driver_tp_views(m, m->grads, &m->dembed, m->dblk, &m->dfinal_norm, &m->dhead);
 
     int d = c->d, hd = c->hd;
     xt_decoder_shape shape = {d, c->hq, c->hkv, hd, c->ff, c->eps};
@@ -89,22 +89,22 @@ static void tp_model_init(tp_model *m, const tp_config *c, const float *full, MP
         tp_block *b = &m->blk[l];
         int qw = c->hq * hd, kvw = c->hkv * hd;
         memcpy(b->norm1, p + lay.norm1, sizeof(float) * d);
-        copy_columns(b->wq, p + lay.wq, d, qw, m->q_lo * hd, m->hq_local * hd);
-        copy_columns(b->wk, p + lay.wk, d, kvw, m->kv_lo * hd, m->hkv_local * hd);
-        copy_columns(b->wv, p + lay.wv, d, kvw, m->kv_lo * hd, m->hkv_local * hd);
+        driver_copy_columns(b->wq, p + lay.wq, d, qw, m->q_lo * hd, m->hq_local * hd);
+        driver_copy_columns(b->wk, p + lay.wk, d, kvw, m->kv_lo * hd, m->hkv_local * hd);
+        driver_copy_columns(b->wv, p + lay.wv, d, kvw, m->kv_lo * hd, m->hkv_local * hd);
         memcpy(b->wo, p + lay.wo + (long)m->q_lo * hd * d,
                sizeof(float) * (size_t)m->hq_local * hd * d);
         memcpy(b->norm2, p + lay.norm2, sizeof(float) * d);
-        copy_columns(b->wg, p + lay.wg, d, c->ff, m->ff_lo, m->ff_local);
-        copy_columns(b->wu, p + lay.wu, d, c->ff, m->ff_lo, m->ff_local);
+        driver_copy_columns(b->wg, p + lay.wg, d, c->ff, m->ff_lo, m->ff_local);
+        driver_copy_columns(b->wu, p + lay.wu, d, c->ff, m->ff_lo, m->ff_local);
         memcpy(b->wd, p + lay.wd + (long)m->ff_lo * d, sizeof(float) * (size_t)m->ff_local * d);
     }
     memcpy(m->final_norm, p, sizeof(float) * d);
     p += d;
-    copy_columns(m->head, p, d, c->vocab, m->v_lo, m->v_count);
+    driver_copy_columns(m->head, p, d, c->vocab, m->v_lo, m->v_count);
 }
 
-static void tp_model_free(tp_model *m)
+static void driver_tp_model_free(tp_model *m)
 {
     xt_free(m->params);
     xt_free(m->grads);
@@ -114,7 +114,7 @@ static void tp_model_free(tp_model *m)
         MPI_Comm_free(&m->kv_comm);
 }
 
-static tp_config case_config(xt_case *c)
+static tp_config driver_case_config(xt_case *c)
 {
     tp_config cfg = {(int)xt_case_int(c, "vocab"),  (int)xt_case_int(c, "d"),
                      (int)xt_case_int(c, "layers"), (int)xt_case_int(c, "hq"),
@@ -127,21 +127,22 @@ static tp_config case_config(xt_case *c)
  * Every tensor this rank holds, as "step<s>_<name>", and its gradient of the step, as
  * "step<s>_grad_<name>": the grader knows the blocks.
  */
-static void output_tensors(xt_case *c, const tp_model *m, float *base, int step, const char *prefix)
+static void driver_output_tensors(xt_case *c, const tp_model *m, float *base, int step,
+                                  const char *prefix)
 {
     float *embed, *final_norm, *head;
     tp_block blk[TP_MAX_LAYERS];
     tp_model sizes = *m;
-    tp_views(&sizes, base, &embed, blk, &final_norm, &head);
+    driver_tp_views(&sizes, base, &embed, blk, &final_norm, &head);
     char name[64];
     const tp_config *g = &m->cfg;
     long qw = (long)m->hq_local * g->hd, kvw = (long)m->hkv_local * g->hd;
-#define OUT(tensor, ptr, count)                                                                    \
+#define DRIVER_OUT(tensor, ptr, count)                                                             \
     do {                                                                                           \
         snprintf(name, sizeof name, "step%d_%s%s", step, prefix, tensor);                          \
         xt_case_output(c, name, ptr, XT_F32, count);                                               \
     } while (0)
-    OUT("embed", embed, (long)m->v_count * g->d);
+    DRIVER_OUT("embed", embed, (long)m->v_count * g->d);
     for (int l = 0; l < g->layers; l++) {
         const tp_block *b = &blk[l];
         const char *names[] = {"norm1", "wq", "wk", "wv", "wo", "norm2", "wg", "wu", "wd"};
@@ -158,27 +159,27 @@ static void output_tensors(xt_case *c, const tp_model *m, float *base, int step,
         for (int k = 0; k < 9; k++) {
             char tensor[24];
             snprintf(tensor, sizeof tensor, "L%d_%s", l, names[k]);
-            OUT(tensor, ptrs[k], counts[k]);
+            DRIVER_OUT(tensor, ptrs[k], counts[k]);
         }
     }
-    OUT("final_norm", final_norm, g->d);
-    OUT("head", head, (long)g->d * m->v_count);
-#undef OUT
+    DRIVER_OUT("final_norm", final_norm, g->d);
+    DRIVER_OUT("head", head, (long)g->d * m->v_count);
+#undef DRIVER_OUT
 }
 
 /*
  * Every tensor this rank holds, as "step<s>_<name>", and its gradient of the step, as
  * "step<s>_grad_<name>": the grader knows the blocks.
  */
-static void output_shards(xt_case *c, const tp_model *m, int step)
+static void driver_output_shards(xt_case *c, const tp_model *m, int step)
 {
-    output_tensors(c, m, m->params, step, "");
-    output_tensors(c, m, m->grads, step, "grad_");
+    driver_output_tensors(c, m, m->params, step, "");
+    driver_output_tensors(c, m, m->grads, step, "grad_");
 }
 
 static void run_case(xt_case *c)
 {
-    tp_config cfg = case_config(c);
+    tp_config cfg = driver_case_config(c);
     int steps = (int)xt_case_int(c, "steps"), batch = (int)xt_case_int(c, "batch");
     int T = (int)xt_case_int(c, "T");
     xt_adam h = {(float)atof(xt_case_str(c, "lr")), 0.9f, 0.95f, 1e-3f,
@@ -186,7 +187,7 @@ static void run_case(xt_case *c)
     xt_array w0 = xt_case_input_const(c, "w0");
     xt_array tokens = xt_case_input_const(c, "tokens"), targets = xt_case_input_const(c, "targets");
     tp_model m;
-    tp_model_init(&m, &cfg, w0.data, xt_case_comm(c));
+    driver_tp_model_init(&m, &cfg, w0.data, xt_case_comm(c));
     for (int s = 0; s < steps; s++) {
         long at = (long)s * batch * T;
         float loss = model_tp_step(&m, (const int *)tokens.data + at,
@@ -194,9 +195,9 @@ static void run_case(xt_case *c)
         char name[24];
         snprintf(name, sizeof name, "step%d_loss", s + 1);
         xt_case_output(c, name, &loss, XT_F32, 1);
-        output_shards(c, &m, s + 1);
+        driver_output_shards(c, &m, s + 1);
     }
-    tp_model_free(&m);
+    driver_tp_model_free(&m);
 }
 
 /*
@@ -224,7 +225,7 @@ static void demo(MPI_Comm comm)
     }
     xt_adam h = {0.05f, 0.9f, 0.95f, 1e-3f, 0.01f};
     tp_model m, single;
-    tp_model_init(&m, &cfg, w0, comm);
+    driver_tp_model_init(&m, &cfg, w0, comm);
     xt_printf_root(comm, "decoder: vocab %d, d %d, %d blocks, %d query / %d KV heads, ff %d\n",
                    cfg.vocab, cfg.d, cfg.layers, cfg.hq, cfg.hkv, cfg.ff);
     xt_printf_ordered(comm, "vocab %d..%d, q heads %d..%d, kv head%s %d%s, ff %d..%d\n", m.v_lo,
@@ -232,7 +233,7 @@ static void demo(MPI_Comm comm)
                       m.hkv_local > 1 ? "s" : "", m.kv_lo, m.replicas > 1 ? " (shared)" : "",
                       m.ff_lo, m.ff_lo + m.ff_local - 1);
     if (rank == 0)
-        tp_model_init(&single, &cfg, w0, MPI_COMM_SELF);
+        driver_tp_model_init(&single, &cfg, w0, MPI_COMM_SELF);
     long before = xt_mpi_calls("MPI_Allreduce");
     for (int s = 0; s < STEPS; s++) {
         int at = s * BATCH * T;
@@ -247,8 +248,8 @@ static void demo(MPI_Comm comm)
                        loss, one, fabsf(loss - one));
     }
     if (rank == 0)
-        tp_model_free(&single);
-    tp_model_free(&m);
+        driver_tp_model_free(&single);
+    driver_tp_model_free(&m);
     free(w0);
 }
 

@@ -33,7 +33,7 @@ static void run_case(xt_case *c)
 }
 
 /* "0.707 -1.41 ..." into out: one row of a small table. */
-static void format_row(char *out, size_t cap, const float *v, int n)
+static void driver_format_row(char *out, size_t cap, const float *v, int n)
 {
     size_t used = 0;
     out[0] = '\0';
@@ -76,14 +76,14 @@ static void demo(MPI_Comm comm)
     size_t used = rows ? (size_t)snprintf(text, sizeof text, "tokens %d..%d\n", lo, lo + rows - 1)
                        : (size_t)snprintf(text, sizeof text, "no token\n");
     for (int i = 0; i < rows; i++) {
-        format_row(row, sizeof row, y + i * D, D);
+        driver_format_row(row, sizeof row, y + i * D, D);
         used += (size_t)snprintf(text + used, sizeof text - used, "  token %d: rstd %.4f  y %s\n",
                                  lo + i, rstd[i], row);
     }
     xt_printf_ordered(comm, "%s", text);
 
     rmsnorm_backward(x, gamma, rstd, dy, dx, dgamma, rows, D, comm);
-    format_row(row, sizeof row, dgamma, D);
+    driver_format_row(row, sizeof row, dgamma, D);
     xt_printf_ordered(comm, "dgamma (held 1 1 1 1, += all tokens' sum): %s\n", row);
 
     /* One process, every token: its own rmsnorm on MPI_COMM_SELF. */

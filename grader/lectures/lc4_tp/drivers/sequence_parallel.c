@@ -5,7 +5,7 @@
  * "A lecture's drivers").
  */
 
-#define EPS 1e-5f
+#define DRIVER_EPS 1e-5f
 
 static void run_case(xt_case *c)
 {
@@ -20,7 +20,7 @@ static void run_case(xt_case *c)
     xt_array w = xt_case_input_const(c, "w");
     long n = (long)tl * d, nw = (long)d * ff_local;
     float *y = xt_case_alloc(c, "y", n, XT_F32);
-    float *act = seqpar_forward(x.data, gamma.data, w.data, y, T, d, ff_local, EPS, comm);
+    float *act = seqpar_forward(x.data, gamma.data, w.data, y, T, d, ff_local, DRIVER_EPS, comm);
     xt_case_output(c, "y", y, XT_F32, n);
     if (!xt_case_is(c, "seqpar_backward")) {
         xt_free(act);
@@ -39,8 +39,8 @@ static void run_case(xt_case *c)
 }
 
 /* Rank `rank`'s w (seqpar_forward's layout) from the whole Wg, Wu (d x ff) and Wd (ff x d). */
-static void shard(float *w, const float *wg, const float *wu, const float *wd, int d, int ff,
-                  int np, int rank)
+static void driver_shard(float *w, const float *wg, const float *wu, const float *wd, int d, int ff,
+                         int np, int rank)
 {
     int lo, fl;
     xt_block(ff, np, rank, &lo, &fl);
@@ -75,14 +75,14 @@ static void demo(MPI_Comm comm)
     xt_rng_fill_uniform(&rg, wd, FF * D, -0.5f, 0.5f);
     xt_rng_fill_uniform(&rg, dy, T * D, -1, 1);
     float w[3 * D * FF], w1[3 * D * FF];
-    shard(w, wg, wu, wd, D, FF, np, rank);
-    shard(w1, wg, wu, wd, D, FF, 1, 0);
+    driver_shard(w, wg, wu, wd, D, FF, np, rank);
+    driver_shard(w1, wg, wu, wd, D, FF, 1, 0);
 
     xt_printf_root(comm, "y = x + MLP(RMSNorm(x)), T %d tokens, d %d, ff %d\n", T, D, FF);
     xt_printf_ordered(comm, "tokens %d..%d (%d), hidden units %d..%d (%d)\n", lo, lo + tl - 1, tl,
                       flo, flo + fl - 1, fl);
     float y[T * D], dx[T * D], dgamma[D] = {0}, dw[3 * D * FF] = {0};
-    float *act = seqpar_forward(x + lo * D, gamma, w, y, T, D, fl, EPS, comm);
+    float *act = seqpar_forward(x + lo * D, gamma, w, y, T, D, fl, DRIVER_EPS, comm);
     long kept = (long)xt_mem_peak(XT_MEM_ACTIVATIONS);
     xt_print_buffer_ordered(comm, "y, first own token: ", y, tl ? D : 0, MPI_FLOAT);
     seqpar_backward(x + lo * D, gamma, w, act, dy + lo * D, dx, dgamma, dw, T, D, fl, comm);
@@ -92,7 +92,7 @@ static void demo(MPI_Comm comm)
                       4 * tl * (D + 1), 4 * (T * (D + 1) + 3 * T * fl));
 
     float y1[T * D], dx1[T * D], dgamma1[D] = {0}, dw1[3 * D * FF] = {0};
-    float *act1 = seqpar_forward(x, gamma, w1, y1, T, D, FF, EPS, MPI_COMM_SELF);
+    float *act1 = seqpar_forward(x, gamma, w1, y1, T, D, FF, DRIVER_EPS, MPI_COMM_SELF);
     seqpar_backward(x, gamma, w1, act1, dy, dx1, dgamma1, dw1, T, D, FF, MPI_COMM_SELF);
     float err = 0;
     for (int i = 0; i < tl * D; i++)

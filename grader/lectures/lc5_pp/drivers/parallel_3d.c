@@ -9,9 +9,9 @@
 typedef struct {
     int vocab, layers, seqs, T, M;
     xt_decoder_shape shape;
-} p3d_model;
+} driver_p3d_model;
 
-static long full_size(const p3d_model *m)
+static long driver_full_size(const driver_p3d_model *m)
 {
     return 2L * m->vocab * m->shape.d + m->layers * xt_decoder_layout_of(&m->shape).total +
            m->shape.d;
@@ -19,7 +19,8 @@ static long full_size(const p3d_model *m)
 
 /* This rank's stage: the blocks of its pp coordinate (the first layers % pp stages one block
  * more), tensor-parallel over its tp group. */
-static xt_tp_stage *stage_of(const p3d_model *m, const float *full, const xt_mesh *mesh)
+static xt_tp_stage *driver_stage_of(const driver_p3d_model *m, const float *full,
+                                    const xt_mesh *mesh)
 {
     int first, count;
     xt_block(m->layers, xt_mesh_size(mesh, "pp"), xt_mesh_coord(mesh, "pp"), &first, &count);
@@ -35,23 +36,24 @@ static xt_tp_stage *stage_of(const p3d_model *m, const float *full, const xt_mes
  */
 static void run_case(xt_case *c)
 {
-    p3d_model m = {(int)xt_case_int(c, "vocab"),
-                   (int)xt_case_int(c, "layers"),
-                   (int)xt_case_int(c, "seqs"),
-                   (int)xt_case_int(c, "T"),
-                   (int)xt_case_int(c, "M"),
-                   {(int)xt_case_int(c, "d"), (int)xt_case_int(c, "hq"), (int)xt_case_int(c, "hkv"),
-                    (int)xt_case_int(c, "hd"), (int)xt_case_int(c, "ff"), 1e-5f}};
+    driver_p3d_model m = {(int)xt_case_int(c, "vocab"),
+                          (int)xt_case_int(c, "layers"),
+                          (int)xt_case_int(c, "seqs"),
+                          (int)xt_case_int(c, "T"),
+                          (int)xt_case_int(c, "M"),
+                          {(int)xt_case_int(c, "d"), (int)xt_case_int(c, "hq"),
+                           (int)xt_case_int(c, "hkv"), (int)xt_case_int(c, "hd"),
+                           (int)xt_case_int(c, "ff"), 1e-5f}};
     int steps = (int)xt_case_int(c, "steps");
     xt_adam h = {(float)atof(xt_case_str(c, "lr")), 0.9f, 0.95f, 1e-3f,
                  (float)atof(xt_case_str(c, "wd"))};
     xt_array w0 = xt_case_input_const(c, "w0");
     xt_array tokens = xt_case_input_const(c, "tokens"), targets = xt_case_input_const(c, "targets");
-    XT_CHECK(w0.count == full_size(&m), "the case's w0 holds %ld floats, the model %ld", w0.count,
-             full_size(&m));
+    XT_CHECK(w0.count == driver_full_size(&m), "the case's w0 holds %ld floats, the model %ld",
+             w0.count, driver_full_size(&m));
     xt_mesh mesh;
     xt_mesh_init(&mesh, xt_case_str(c, "mesh"), xt_case_comm(c));
-    xt_tp_stage *stage = stage_of(&m, w0.data, &mesh);
+    xt_tp_stage *stage = driver_stage_of(&m, w0.data, &mesh);
     int first = xt_tp_stage_is_first(stage), last = xt_tp_stage_is_last(stage);
     for (int s = 0; s < steps; s++) {
         long at = (long)s * m.seqs * m.T;
@@ -75,11 +77,12 @@ static void run_case(xt_case *c)
 
 /* One process's step on the whole batch, from libxt's single-process pieces: the embedding,
  * the decoder blocks, the final norm, the head, the mean cross-entropy, AdamW. */
-static float single_step(const p3d_model *m, float *w, float *g, float *mom, float *vel, long step,
-                         const int *tokens, const int *targets, const xt_adam *h)
+static float driver_single_step(const driver_p3d_model *m, float *w, float *g, float *mom,
+                                float *vel, long step, const int *tokens, const int *targets,
+                                const xt_adam *h)
 {
     int V = m->vocab, d = m->shape.d, n = m->seqs * m->T, L = m->layers;
-    long nd = (long)n * d, total = full_size(m), blk = xt_decoder_layout_of(&m->shape).total;
+    long nd = (long)n * d, total = driver_full_size(m), blk = xt_decoder_layout_of(&m->shape).total;
     float *x = malloc(sizeof(float) * (size_t)(nd * (L + 4) + n + 2L * n * V));
     float *hf = x + nd * (L + 1), *dx = hf + nd, *dy = dx + nd, *rstd = dy + nd;
     float *logits = rstd + n, *dlogits = logits + (long)n * V;
@@ -124,8 +127,8 @@ static void demo(MPI_Comm comm)
     xt_mesh mesh;
     xt_mesh_init(&mesh, description, comm);
     xt_mesh_print(&mesh);
-    p3d_model m = {29, 4, 4 * dp, 6, MB, {8, 4, 2, 2, 12, 1e-5f}};
-    long total = full_size(&m);
+    driver_p3d_model m = {29, 4, 4 * dp, 6, MB, {8, 4, 2, 2, 12, 1e-5f}};
+    long total = driver_full_size(&m);
     float *w0 = malloc(sizeof(float) * (size_t)total * 5), *w = w0 + total, *g = w + total;
     float *mom = g + total, *vel = mom + total;
     xt_rng r = xt_rng_seed(7);
@@ -139,7 +142,7 @@ static void demo(MPI_Comm comm)
         targets[i] = (tokens[i] * 5 + 3) % m.vocab; /* a rule worth learning */
     }
     xt_adam h = {0.05f, 0.9f, 0.95f, 1e-3f, 0.01f};
-    xt_tp_stage *stage = stage_of(&m, w0, &mesh);
+    xt_tp_stage *stage = driver_stage_of(&m, w0, &mesh);
     xt_printf_root(comm,
                    "decoder: vocab %d, d %d, %d blocks, %d/%d heads, ff %d; %d sequences "
                    "of %d\ntokens a step, %d micro-batches per data share\n",
@@ -157,7 +160,7 @@ static void demo(MPI_Comm comm)
         long at = (long)s * m.seqs * m.T;
         float loss = parallel_3d_step(stage, &mesh, first ? tokens + at : NULL,
                                       last ? targets + at : NULL, m.seqs, m.T, m.M, &h);
-        float one = single_step(&m, w, g, mom, vel, s + 1, tokens + at, targets + at, &h);
+        float one = driver_single_step(&m, w, g, mom, vel, s + 1, tokens + at, targets + at, &h);
         float shown = last ? loss : -INFINITY;
         MPI_Allreduce(MPI_IN_PLACE, &shown, 1, MPI_FLOAT, MPI_MAX, comm);
         worst = fmax(worst, fabs((double)shown - one) / (1.0 + fabs((double)one)));
@@ -165,7 +168,7 @@ static void demo(MPI_Comm comm)
                        (double)shown, (double)one, fabs((double)shown - one));
     }
     /* Every rank's shard against the same shard of the single process's parameters. */
-    xt_tp_stage *twin = stage_of(&m, w, &mesh);
+    xt_tp_stage *twin = driver_stage_of(&m, w, &mesh);
     const float *a = xt_tp_stage_params(stage), *b = xt_tp_stage_params(twin);
     double err = 0;
     for (long i = 0; i < xt_tp_stage_nparams(stage); i++)

@@ -49,14 +49,14 @@ static void run_case(xt_case *c)
 }
 
 /* The demo's schedule: rank r is stage r. */
-static int stage_of(int chunk, int rank, int np)
+static int driver_stage_of(int chunk, int rank, int np)
 {
     (void)chunk, (void)np;
     return rank;
 }
 
-static float step(xt_stage **stages, int nchunks, const float *x, const float *target, int mb_rows,
-                  int M, MPI_Comm comm)
+static float driver_step(xt_stage **stages, int nchunks, const float *x, const float *target,
+                         int mb_rows, int M, MPI_Comm comm)
 {
     (void)nchunks;
     return pp_basic_step(stages[0], x, target, mb_rows * M, comm);
@@ -72,7 +72,7 @@ static void demo(MPI_Comm comm)
     xt_printf_root(comm, "pp_layers: 10 layers over %d stages\n", np);
     xt_printf_ordered(comm, "stage %d: layers %d..%d (%d)\n", rank, first, first + count - 1,
                       count);
-    pp_demo(comm, "one batch", 1, np, 1, stage_of, step);
+    pp_demo(comm, "one batch", 1, np, 1, driver_stage_of, driver_step);
 }
 
 int main(int argc, char **argv)

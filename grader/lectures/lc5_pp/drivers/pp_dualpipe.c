@@ -23,13 +23,13 @@ static void run_case(xt_case *c)
 }
 
 /* The demo's layout: chunk 0 is stage r, chunk 1 stage np-1-r. */
-static int stage_of(int chunk, int rank, int np)
+static int driver_stage_of(int chunk, int rank, int np)
 {
     return chunk ? np - 1 - rank : rank;
 }
 
-static float step(xt_stage **stages, int nchunks, const float *x, const float *target, int mb_rows,
-                  int M, MPI_Comm comm)
+static float driver_step(xt_stage **stages, int nchunks, const float *x, const float *target,
+                         int mb_rows, int M, MPI_Comm comm)
 {
     (void)nchunks;
     return pp_dualpipe_step(stages, x, target, mb_rows, M, comm);
@@ -40,7 +40,7 @@ static void demo(MPI_Comm comm)
 {
     int np;
     MPI_Comm_size(comm, &np);
-    pp_demo(comm, "DualPipe", 2 * np + 2, np, 2, stage_of, step);
+    pp_demo(comm, "DualPipe", 2 * np + 2, np, 2, driver_stage_of, driver_step);
 }
 
 int main(int argc, char **argv)

@@ -22,13 +22,13 @@ static void run_case(xt_case *c)
 }
 
 /* The demo's layout: rank r's chunk k is stage k np + r. */
-static int stage_of(int chunk, int rank, int np)
+static int driver_stage_of(int chunk, int rank, int np)
 {
     return chunk * np + rank;
 }
 
-static float step(xt_stage **stages, int nchunks, const float *x, const float *target, int mb_rows,
-                  int M, MPI_Comm comm)
+static float driver_step(xt_stage **stages, int nchunks, const float *x, const float *target,
+                         int mb_rows, int M, MPI_Comm comm)
 {
     return pp_interleaved_step(stages, nchunks, x, target, mb_rows, M, comm);
 }
@@ -38,7 +38,7 @@ static void demo(MPI_Comm comm)
 {
     int np;
     MPI_Comm_size(comm, &np);
-    pp_demo(comm, "interleaved 1F1B", 2 * np, 2 * np, 2, stage_of, step);
+    pp_demo(comm, "interleaved 1F1B", 2 * np, 2 * np, 2, driver_stage_of, driver_step);
 }
 
 int main(int argc, char **argv)

@@ -25,7 +25,7 @@ static void run_case(xt_case *c)
 }
 
 /* The definition, in double, over x[0 .. n): the max and the sum against it. */
-static void max_and_sum(const float *x, int n, double *m, double *s)
+static void driver_max_and_sum(const float *x, int n, double *m, double *s)
 {
     *m = -INFINITY;
     for (int i = 0; i < n; i++)
@@ -53,12 +53,12 @@ static void demo(MPI_Comm comm)
     for (int k = 0; k * BLOCK < N; k++) {
         int hi = (k + 1) * BLOCK < N ? (k + 1) * BLOCK : N;
         double m, s, m0, s0;
-        max_and_sum(x, hi, &m, &s);
+        driver_max_and_sum(x, hi, &m, &s);
         if (k == 0) {
             xt_printf_root(comm, "after block 0: max %g, sum %.4f\n", m, s);
             continue;
         }
-        max_and_sum(x, k * BLOCK, &m0, &s0);
+        driver_max_and_sum(x, k * BLOCK, &m0, &s0);
         xt_printf_root(comm, "after block %d: max %g, sum %.4f e^(%g-%g) + %.4f = %.4f\n", k, m, s0,
                        m0, m, s - s0 * exp(m0 - m), s);
     }
@@ -68,7 +68,7 @@ static void demo(MPI_Comm comm)
     int block = rank % N + 1;
     online_softmax(x, y, N, block);
     double m, s, worst = 0.0, most = 0.0;
-    max_and_sum(x, N, &m, &s);
+    driver_max_and_sum(x, N, &m, &s);
     char text[N * 8] = "";
     for (int i = 0, pos = 0; i < N; i++) {
         worst = fmax(worst, fabs(y[i] - exp(x[i] - m) / s) / (exp(x[i] - m) / s));
@@ -92,7 +92,7 @@ static void demo(MPI_Comm comm)
         float p[HALF], *oh = h ? o_b : o, *lh = h ? lse_b : lse;
         double mh, sh;
         online_softmax(xh, p, HALF, HALF);
-        max_and_sum(xh, HALF, &mh, &sh);
+        driver_max_and_sum(xh, HALF, &mh, &sh);
         oh[0] = oh[1] = 0.0f;
         for (int j = 0; j < HALF; j++)
             for (int c = 0; c < D; c++)

@@ -64,7 +64,8 @@ static void run_case(xt_case *cs)
  * The demo's layout pictures: element (position t, head h) holds 10 t + h, printed as the
  * two digits "th"; rows (positions) are two spaces apart, heads one.
  */
-static void print_layout(MPI_Comm comm, const char *what, const float *x, int rows, int width)
+static void driver_print_layout(MPI_Comm comm, const char *what, const float *x, int rows,
+                                int width)
 {
     char line[512];
     int at = 0;
@@ -103,17 +104,17 @@ static void demo(MPI_Comm comm)
                    "position t, head h\n",
                    T, H);
     xt_printf_root(comm, "sequence-sharded: rank r holds positions r*%d.., every head\n", c);
-    print_layout(comm, "in ", seq, c, H);
+    driver_print_layout(comm, "in ", seq, c, H);
     long a0 = xt_mpi_calls("MPI_Alltoall");
     ulysses_seq_to_heads(heads, seq, c, H, 1, comm);
     xt_printf_root(comm,
                    "ulysses_seq_to_heads (one all-to-all): every position, rank r's "
                    "heads r*%d..\n",
                    hl);
-    print_layout(comm, "out", heads, T, hl);
+    driver_print_layout(comm, "out", heads, T, hl);
     ulysses_heads_to_seq(back, heads, c, H, 1, comm);
     xt_printf_root(comm, "ulysses_heads_to_seq (one all-to-all): back to positions\n");
-    print_layout(comm, "out", back, c, H);
+    driver_print_layout(comm, "out", back, c, H);
     long calls = xt_mpi_calls("MPI_Alltoall") - a0;
     int same = memcmp(seq, back, sizeof(float) * (size_t)c * H) == 0, all;
     MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_LAND, comm);
@@ -127,9 +128,9 @@ static void demo(MPI_Comm comm)
                        "K with hkv = %d heads < np: each KV head repeated %d times, so "
                        "'th' is KV head h\n",
                        HKV, np / HKV);
-        print_layout(comm, "in ", seq, c, np);
+        driver_print_layout(comm, "in ", seq, c, np);
         ulysses_seq_to_heads(heads, seq, c, np, 1, comm);
-        print_layout(comm, "out", heads, T, 1);
+        driver_print_layout(comm, "out", heads, T, 1);
     }
     xt_printf_root(comm, "\n");
 

@@ -23,7 +23,7 @@ static void run_case(xt_case *c)
 }
 
 /* "2/0/1/3": a rank's counts per peer, for the demo's lines. */
-static void per_peer(char *line, size_t cap, const int *counts, int np)
+static void driver_per_peer(char *line, size_t cap, const int *counts, int np)
 {
     int at = 0;
     for (int p = 0; p < np && at < (int)cap; p++)
@@ -76,8 +76,8 @@ static void demo(MPI_Comm comm)
                    "(s + 2e) %% 3 rows,\nnone to the last rank's experts%s\n\n",
                    E, nl, D, FF, np > 1 ? ": it receives nothing" : "");
     char to[64], from[64];
-    per_peer(to, sizeof to, rows_to, np);
-    per_peer(from, sizeof from, rows_from, np);
+    driver_per_peer(to, sizeof to, rows_to, np);
+    driver_per_peer(from, sizeof from, rows_from, np);
     xt_printf_ordered(comm, "rows to r0.. %-12s from r0.. %-12s (own %d)\n", to, from,
                       rows_to[rank]);
 

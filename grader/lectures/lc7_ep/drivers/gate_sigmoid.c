@@ -41,7 +41,7 @@ static void run_case(xt_case *c)
 }
 
 /* The loads of a routing: how many of the T k choices each expert got. */
-static void loads_of(const int *idx, int T, int k, int *load, int E)
+static void driver_loads_of(const int *idx, int T, int k, int *load, int E)
 {
     memset(load, 0, sizeof(int) * (size_t)E);
     for (int c = 0; c < T * k; c++)
@@ -84,7 +84,7 @@ static void demo(MPI_Comm comm)
             for (int j = 0; j < K; j++)
                 weighs |= fabsf(w[t * K + j] - st[it[j]] / (st[it[0]] + st[it[1]])) > 1e-6f;
         }
-        loads_of(idx, T, K, load, E);
+        driver_loads_of(idx, T, K, load, E);
         int lo = load[0], hi = load[0];
         for (int e = 1; e < E; e++) {
             lo = load[e] < lo ? load[e] : lo;

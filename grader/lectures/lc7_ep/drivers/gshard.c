@@ -33,7 +33,13 @@ static void run_case(xt_case *c)
 
 /* ----------------------------------------------------------------- the demo */
 
-enum { DT = 4, DD = 4, DE = 8, DFF = 4, DK = 2 }; /* tokens per rank, d, E, ff, k */
+enum {
+    DRIVER_DT = 4,
+    DRIVER_DD = 4,
+    DRIVER_DE = 8,
+    DRIVER_DFF = 4,
+    DRIVER_DK = 2
+}; /* tokens per rank, d, E, ff, k */
 
 /*
  * The demo's routing, every rank's tokens (np T of them): idx and w as xt_topk_route gives
@@ -41,24 +47,26 @@ enum { DT = 4, DD = 4, DE = 8, DFF = 4, DK = 2 }; /* tokens per rank, d, E, ff, 
  * than C choices of the same rank's tokens for the same expert stand before it in the
  * queue (every first choice in token order, then every second choice).
  */
-static void demo_routing(int *idx, float *w, int *kept, const float *x, const float *wr, int np,
-                         int C)
+static void driver_demo_routing(int *idx, float *w, int *kept, const float *x, const float *wr,
+                                int np, int C)
 {
-    int n = np * DT;
-    float logits[8 * DT * DE], probs[8 * DT * DE];
-    xt_gemm(0, 0, n, DE, DD, 1.0f, x, wr, 0.0f, logits);
-    xt_topk_route(idx, w, probs, logits, n, DE, DK, 0);
-    for (int i = 0; i < n * DK; i++) {
-        int src = i / DK / DT, t = i / DK % DT, j = i % DK, ahead = 0;
-        for (int u = 0; u < DT; u++)
-            for (int jj = 0; jj < DK; jj++)
-                if ((jj < j || (jj == j && u < t)) && idx[(src * DT + u) * DK + jj] == idx[i])
+    int n = np * DRIVER_DT;
+    float logits[8 * DRIVER_DT * DRIVER_DE], probs[8 * DRIVER_DT * DRIVER_DE];
+    xt_gemm(0, 0, n, DRIVER_DE, DRIVER_DD, 1.0f, x, wr, 0.0f, logits);
+    xt_topk_route(idx, w, probs, logits, n, DRIVER_DE, DRIVER_DK, 0);
+    for (int i = 0; i < n * DRIVER_DK; i++) {
+        int src = i / DRIVER_DK / DRIVER_DT, t = i / DRIVER_DK % DRIVER_DT, j = i % DRIVER_DK,
+            ahead = 0;
+        for (int u = 0; u < DRIVER_DT; u++)
+            for (int jj = 0; jj < DRIVER_DK; jj++)
+                if ((jj < j || (jj == j && u < t)) &&
+                    idx[(src * DRIVER_DT + u) * DRIVER_DK + jj] == idx[i])
                     ahead++;
         kept[i] = !C || ahead < C;
     }
 }
 
-static void token_name(char *out, int src, int t)
+static void driver_token_name(char *out, int src, int t)
 {
     snprintf(out, 4, "%c%d", 'a' + src, t);
 }
@@ -78,37 +86,39 @@ static void demo(MPI_Comm comm)
     int np, rank;
     MPI_Comm_size(comm, &np);
     MPI_Comm_rank(comm, &rank);
-    if (DE % np || np > 8) {
-        xt_printf_root(comm, "this demo runs on 1, 2, 4 or 8 ranks (E = %d experts)\n", DE);
+    if (DRIVER_DE % np || np > 8) {
+        xt_printf_root(comm, "this demo runs on 1, 2, 4 or 8 ranks (E = %d experts)\n", DRIVER_DE);
         return;
     }
     float cf = (float)xt_arg_double("cf", 0.0);
-    int nl = DE / np, n = np * DT, C = cf > 0 ? (int)ceil((double)DK * DT * cf / DE) : 0;
-    long per = xt_expert_params(DD, DFF);
-    static float x[8 * DT * DD], dy[8 * DT * DD], wr[DD * DE], params[DE * 3 * DD * DFF];
+    int nl = DRIVER_DE / np, n = np * DRIVER_DT,
+        C = cf > 0 ? (int)ceil((double)DRIVER_DK * DRIVER_DT * cf / DRIVER_DE) : 0;
+    long per = xt_expert_params(DRIVER_DD, DRIVER_DFF);
+    static float x[8 * DRIVER_DT * DRIVER_DD], dy[8 * DRIVER_DT * DRIVER_DD],
+        wr[DRIVER_DD * DRIVER_DE], params[DRIVER_DE * 3 * DRIVER_DD * DRIVER_DFF];
     xt_rng g = xt_rng_seed(7);
-    xt_rng_fill_uniform(&g, x, n * DD, -1.5f, 1.5f);
-    xt_rng_fill_uniform(&g, dy, n * DD, -1.0f, 1.0f);
-    xt_rng_fill_uniform(&g, wr, DD * DE, -0.6f, 0.6f);
-    xt_rng_fill_uniform(&g, params, DE * per, -1.0f, 1.0f);
+    xt_rng_fill_uniform(&g, x, n * DRIVER_DD, -1.5f, 1.5f);
+    xt_rng_fill_uniform(&g, dy, n * DRIVER_DD, -1.0f, 1.0f);
+    xt_rng_fill_uniform(&g, wr, DRIVER_DD * DRIVER_DE, -0.6f, 0.6f);
+    xt_rng_fill_uniform(&g, params, DRIVER_DE * per, -1.0f, 1.0f);
     /* The skew: feature 0 of every token lies in [2, 3], and the router's row 0 (what that
      * feature adds to each logit) favours expert 0 and starves experts 6 and 7. */
     for (int i = 0; i < n; i++)
-        x[i * DD] = 2.0f + xt_rng_uniform(&g, 0.0f, 1.0f);
-    for (int e = 0; e < DE; e++)
-        wr[e] = e == 0 ? 0.4f : e >= DE - 2 ? -12.0f : 0.0f;
+        x[i * DRIVER_DD] = 2.0f + xt_rng_uniform(&g, 0.0f, 1.0f);
+    for (int e = 0; e < DRIVER_DE; e++)
+        wr[e] = e == 0 ? 0.4f : e >= DRIVER_DE - 2 ? -12.0f : 0.0f;
 
-    int idx[8 * DT * DK], kept[8 * DT * DK];
-    float w[8 * DT * DK];
-    demo_routing(idx, w, kept, x, wr, np, C);
+    int idx[8 * DRIVER_DT * DRIVER_DK], kept[8 * DRIVER_DT * DRIVER_DK];
+    float w[8 * DRIVER_DT * DRIVER_DK];
+    driver_demo_routing(idx, w, kept, x, wr, np, C);
     xt_printf_root(comm,
                    "GShard, %d rank(s), T = %d tokens each (a0.. on rank 0, b0.. on rank "
                    "1), top-%d\n",
-                   np, DT, DK);
+                   np, DRIVER_DT, DRIVER_DK);
     xt_printf_root(comm,
                    "E = %d experts, %d per rank (expert e on rank e/%d); skewed: 6, 7 get "
                    "nothing\n",
-                   DE, nl, nl);
+                   DRIVER_DE, nl, nl);
     if (C)
         xt_printf_root(comm,
                        "capacity C = ceil(k T cf / E) = %d per expert from each rank "
@@ -120,11 +130,11 @@ static void demo(MPI_Comm comm)
                    C ? " (x: dropped, past C)" : "");
     char line[640], name[4];
     int at = 0;
-    for (int t = 0; t < DT; t++) {
-        int i = (rank * DT + t) * DK;
-        token_name(name, rank, t);
+    for (int t = 0; t < DRIVER_DT; t++) {
+        int i = (rank * DRIVER_DT + t) * DRIVER_DK;
+        driver_token_name(name, rank, t);
         at += snprintf(line + at, sizeof line - (size_t)at, "%s%s", t ? " | " : "", name);
-        for (int j = 0; j < DK; j++) {
+        for (int j = 0; j < DRIVER_DK; j++) {
             int pct = (int)lroundf(w[i + j] * 100.0f);
             at += snprintf(line + at, sizeof line - (size_t)at, " e%d%c.%02d", idx[i + j],
                            kept[i + j] ? ' ' : 'x', pct > 99 ? 99 : pct);
@@ -133,10 +143,10 @@ static void demo(MPI_Comm comm)
     xt_printf_ordered(comm, "%s\n", line);
 
     /* sent[s][e]: kept choices of rank s's tokens for expert e */
-    int sent[8][DE];
+    int sent[8][DRIVER_DE];
     memset(sent, 0, sizeof sent);
-    for (int i = 0; i < n * DK; i++)
-        sent[i / DK / DT][idx[i]] += kept[i];
+    for (int i = 0; i < n * DRIVER_DK; i++)
+        sent[i / DRIVER_DK / DRIVER_DT][idx[i]] += kept[i];
     xt_printf_root(comm,
                    "counts (MPI_Alltoall, %d int(s) per peer): rows for each rank's "
                    "experts\n",
@@ -162,11 +172,11 @@ static void demo(MPI_Comm comm)
         at += snprintf(line + at, sizeof line - (size_t)at, "%se%d (%d):", j ? "\n" : "", e, rows);
         wrap = at;
         for (int s = 0; s < np; s++) /* from rank s: its queue order, first choices first */
-            for (int jj = 0; jj < DK; jj++)
-                for (int t = 0; t < DT; t++) {
-                    int i = (s * DT + t) * DK + jj;
+            for (int jj = 0; jj < DRIVER_DK; jj++)
+                for (int t = 0; t < DRIVER_DT; t++) {
+                    int i = (s * DRIVER_DT + t) * DRIVER_DK + jj;
                     if (idx[i] == e && kept[i]) {
-                        token_name(name, s, t);
+                        driver_token_name(name, s, t);
                         if (at - wrap > 64) /* np = 8: a second line */
                             at += snprintf(line + at, sizeof line - (size_t)at, "\n%8s", ""),
                                 wrap = at;
@@ -189,29 +199,33 @@ static void demo(MPI_Comm comm)
     xt_printf_ordered(comm, "%s\n", line);
 
     /* The layer, expert-parallel: this rank's tokens, its experts. */
-    float y[DT * DD], dx[DT * DD], dwr[DD * DE], dex[DE * 3 * DD * DFF];
+    float y[DRIVER_DT * DRIVER_DD], dx[DRIVER_DT * DRIVER_DD], dwr[DRIVER_DD * DRIVER_DE],
+        dex[DRIVER_DE * 3 * DRIVER_DD * DRIVER_DFF];
     memset(dwr, 0, sizeof dwr);
     memset(dex, 0, sizeof dex);
     long a0 = xt_mpi_calls("MPI_Alltoall"), v0 = xt_mpi_calls("MPI_Alltoallv");
-    gshard_state *s = gshard_forward(y, x + rank * DT * DD, wr, params + rank * nl * per, DT, DD,
-                                     DE, DFF, DK, cf, comm);
+    gshard_state *s =
+        gshard_forward(y, x + rank * DRIVER_DT * DRIVER_DD, wr, params + rank * nl * per, DRIVER_DT,
+                       DRIVER_DD, DRIVER_DE, DRIVER_DFF, DRIVER_DK, cf, comm);
     long a1 = xt_mpi_calls("MPI_Alltoall"), v1 = xt_mpi_calls("MPI_Alltoallv");
-    gshard_backward(s, dx, dwr, dex, dy + rank * DT * DD);
+    gshard_backward(s, dx, dwr, dex, dy + rank * DRIVER_DT * DRIVER_DD);
     long a2 = xt_mpi_calls("MPI_Alltoall"), v2 = xt_mpi_calls("MPI_Alltoallv");
-    xt_print_buffer_ordered(comm, "y, token 0: ", y, DD, MPI_FLOAT);
+    xt_print_buffer_ordered(comm, "y, token 0: ", y, DRIVER_DD, MPI_FLOAT);
     xt_printf_root(comm, "forward: %ld MPI_Alltoall, %ld MPI_Alltoallv; backward: %ld, %ld\n",
                    a1 - a0, v1 - v0, a2 - a1, v2 - v1);
 
     /* One process at a time: rank s's tokens with every expert, on MPI_COMM_SELF. */
-    static float dex1[DE * 3 * DD * DFF];
-    float y1[DT * DD], dx1[DT * DD], dwr1[DD * DE], ys[DT * DD], dxs[DT * DD], dwrs[DD * DE];
+    static float dex1[DRIVER_DE * 3 * DRIVER_DD * DRIVER_DFF];
+    float y1[DRIVER_DT * DRIVER_DD], dx1[DRIVER_DT * DRIVER_DD], dwr1[DRIVER_DD * DRIVER_DE],
+        ys[DRIVER_DT * DRIVER_DD], dxs[DRIVER_DT * DRIVER_DD], dwrs[DRIVER_DD * DRIVER_DE];
     memset(dex1, 0, sizeof dex1);
     xt_trace_begin("one process, for the check");
     for (int src = 0; src < np; src++) {
         memset(dwrs, 0, sizeof dwrs);
-        gshard_state *one = gshard_forward(ys, x + src * DT * DD, wr, params, DT, DD, DE, DFF, DK,
-                                           cf, MPI_COMM_SELF);
-        gshard_backward(one, dxs, dwrs, dex1, dy + src * DT * DD);
+        gshard_state *one =
+            gshard_forward(ys, x + src * DRIVER_DT * DRIVER_DD, wr, params, DRIVER_DT, DRIVER_DD,
+                           DRIVER_DE, DRIVER_DFF, DRIVER_DK, cf, MPI_COMM_SELF);
+        gshard_backward(one, dxs, dwrs, dex1, dy + src * DRIVER_DT * DRIVER_DD);
         if (src == rank) {
             memcpy(y1, ys, sizeof ys);
             memcpy(dx1, dxs, sizeof dxs);
@@ -219,9 +233,9 @@ static void demo(MPI_Comm comm)
         }
     }
     xt_trace_end();
-    float err = xt_max_abs_diff(y, y1, DT * DD);
-    err = fmaxf(err, xt_max_abs_diff(dx, dx1, DT * DD));
-    err = fmaxf(err, xt_max_abs_diff(dwr, dwr1, DD * DE));
+    float err = xt_max_abs_diff(y, y1, DRIVER_DT * DRIVER_DD);
+    err = fmaxf(err, xt_max_abs_diff(dx, dx1, DRIVER_DT * DRIVER_DD));
+    err = fmaxf(err, xt_max_abs_diff(dwr, dwr1, DRIVER_DD * DRIVER_DE));
     err = fmaxf(err, xt_max_abs_diff(dex, dex1 + rank * nl * per, nl * per));
     float worst;
     MPI_Allreduce(&err, &worst, 1, MPI_FLOAT, MPI_MAX, comm);

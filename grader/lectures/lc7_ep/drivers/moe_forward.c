@@ -19,13 +19,13 @@ static void run_case(xt_case *c)
 
 /* ----------------------------------------------------------------- demo */
 
-enum { DT = 6, DD = 4, DE = 4, DF = 3, DK = 2 };
-static const float ALPHA = 0.01f; /* the Switch Transformer's */
+enum { DRIVER_DT = 6, DRIVER_DD = 4, DRIVER_DE = 4, DRIVER_DF = 3, DRIVER_DK = 2 };
+static const float DRIVER_ALPHA = 0.01f; /* the Switch Transformer's */
 
 /* The routing in double: probabilities, and each token's k experts by decreasing logit
  * (of equal ones the lower expert first), as xt_topk_route chooses. */
-static void route_double(double *probs, int *idx, const float *x, const float *wr, int T, int d,
-                         int E, int k)
+static void driver_route_double(double *probs, int *idx, const float *x, const float *wr, int T,
+                                int d, int E, int k)
 {
     for (int t = 0; t < T; t++) {
         double z[16], m = -INFINITY, sum = 0.0;
@@ -58,15 +58,15 @@ static void route_double(double *probs, int *idx, const float *x, const float *w
  * by its gate, the token's probability of that expert where it is among its k choices
  * and 0 elsewhere. Returns the largest |y - dense|.
  */
-static double dense_difference(const float *y, const float *x, const float *wr,
-                               const float *experts, int T, int d, int E, int ff, int k)
+static double driver_dense_difference(const float *y, const float *x, const float *wr,
+                                      const float *experts, int T, int d, int E, int ff, int k)
 {
-    double probs[DT * DE], worst = 0.0;
-    int idx[DT * DK];
-    route_double(probs, idx, x, wr, T, d, E, k);
+    double probs[DRIVER_DT * DRIVER_DE], worst = 0.0;
+    int idx[DRIVER_DT * DRIVER_DK];
+    driver_route_double(probs, idx, x, wr, T, d, E, k);
     long per = xt_expert_params(d, ff);
     for (int t = 0; t < T; t++) {
-        double yt[DD] = {0};
+        double yt[DRIVER_DD] = {0};
         for (int e = 0; e < E; e++) {
             double gate = 0.0;
             for (int j = 0; j < k; j++)
@@ -91,23 +91,23 @@ static double dense_difference(const float *y, const float *x, const float *wr,
 }
 
 /* One line: tokens per expert, P_i and the loss (every rank's, or rank 0's alone). */
-static void print_balance(MPI_Comm comm, int every_rank, const char *what, const float *x,
-                          const float *wr, int T, float loss)
+static void driver_print_balance(MPI_Comm comm, int every_rank, const char *what, const float *x,
+                                 const float *wr, int T, float loss)
 {
-    double probs[DT * DE];
-    int idx[DT * DK], count[DE] = {0};
-    route_double(probs, idx, x, wr, T, DD, DE, DK);
-    for (int c = 0; c < T * DK; c++)
+    double probs[DRIVER_DT * DRIVER_DE];
+    int idx[DRIVER_DT * DRIVER_DK], count[DRIVER_DE] = {0};
+    driver_route_double(probs, idx, x, wr, T, DRIVER_DD, DRIVER_DE, DRIVER_DK);
+    for (int c = 0; c < T * DRIVER_DK; c++)
         count[idx[c]]++;
     char line[160];
     int at = snprintf(line, sizeof line, "%-8s tokens per expert", what);
-    for (int e = 0; e < DE; e++)
+    for (int e = 0; e < DRIVER_DE; e++)
         at += snprintf(line + at, sizeof line - (size_t)at, " %d", count[e]);
     at += snprintf(line + at, sizeof line - (size_t)at, "   P");
-    for (int e = 0; e < DE; e++) {
+    for (int e = 0; e < DRIVER_DE; e++) {
         double P = 0.0;
         for (int t = 0; t < T; t++)
-            P += probs[t * DE + e] / T;
+            P += probs[t * DRIVER_DE + e] / T;
         at += snprintf(line + at, sizeof line - (size_t)at, " %.2f", P);
     }
     if (every_rank)
@@ -117,7 +117,7 @@ static void print_balance(MPI_Comm comm, int every_rank, const char *what, const
 }
 
 /*
- * Each rank routes its own DT tokens (rank-distinct) through one router and DE
+ * Each rank routes its own DRIVER_DT tokens (rank-distinct) through one router and DRIVER_DE
  * experts (the same on every rank): the routing table, the tokens per expert and the
  * balance loss; then skewed tokens (a constant first feature that the router reads as
  * "expert 0"); then perfectly uniform routing, where the loss is exactly alpha; and y
@@ -127,62 +127,69 @@ static void demo(MPI_Comm comm)
 {
     int rank;
     MPI_Comm_rank(comm, &rank);
-    long per = xt_expert_params(DD, DF);
-    float wr[DD * DE], experts[DE * 3 * DD * DF], x[DT * DD], xs[DT * DD], y[DT * DD];
+    long per = xt_expert_params(DRIVER_DD, DRIVER_DF);
+    float wr[DRIVER_DD * DRIVER_DE], experts[DRIVER_DE * 3 * DRIVER_DD * DRIVER_DF],
+        x[DRIVER_DT * DRIVER_DD], xs[DRIVER_DT * DRIVER_DD], y[DRIVER_DT * DRIVER_DD];
     xt_rng g = xt_rng_seed(7);
-    xt_rng_fill_uniform(&g, wr, DD * DE, -1.5f, 1.5f);
-    xt_rng_fill_uniform(&g, experts, DE * per, -0.8f, 0.8f);
+    xt_rng_fill_uniform(&g, wr, DRIVER_DD * DRIVER_DE, -1.5f, 1.5f);
+    xt_rng_fill_uniform(&g, experts, DRIVER_DE * per, -0.8f, 0.8f);
     xt_rng gx = xt_rng_seed(100 + (uint64_t)rank);
-    xt_rng_fill_uniform(&gx, x, DT * DD, -1.0f, 1.0f);
+    xt_rng_fill_uniform(&gx, x, DRIVER_DT * DRIVER_DD, -1.0f, 1.0f);
     xt_printf_root(comm,
                    "one MoE layer per rank: T %d tokens (each rank its own), d %d, E %d "
                    "experts, ff %d,\nk %d, alpha %g; routing table: token -> expert "
                    "(weight), by decreasing weight\n",
-                   DT, DD, DE, DF, DK, ALPHA);
-    float loss = moe_forward(x, wr, experts, DT, DD, DE, DF, DK, ALPHA, y);
-    double probs[DT * DE];
-    int idx[DT * DK];
-    route_double(probs, idx, x, wr, DT, DD, DE, DK);
+                   DRIVER_DT, DRIVER_DD, DRIVER_DE, DRIVER_DF, DRIVER_DK, DRIVER_ALPHA);
+    float loss = moe_forward(x, wr, experts, DRIVER_DT, DRIVER_DD, DRIVER_DE, DRIVER_DF, DRIVER_DK,
+                             DRIVER_ALPHA, y);
+    double probs[DRIVER_DT * DRIVER_DE];
+    int idx[DRIVER_DT * DRIVER_DK];
+    driver_route_double(probs, idx, x, wr, DRIVER_DT, DRIVER_DD, DRIVER_DE, DRIVER_DK);
     char table[1024];
     int at = 0;
-    for (int t = 0; t < DT; t++) {
+    for (int t = 0; t < DRIVER_DT; t++) {
         at += snprintf(table + at, sizeof table - (size_t)at, "token %d ->", t);
-        for (int j = 0; j < DK; j++)
-            at += snprintf(table + at, sizeof table - (size_t)at, "  e%d (%.2f)", idx[t * DK + j],
-                           probs[t * DE + idx[t * DK + j]]);
-        at += snprintf(table + at, sizeof table - (size_t)at, "%s", t < DT - 1 ? "\n" : "");
+        for (int j = 0; j < DRIVER_DK; j++)
+            at += snprintf(table + at, sizeof table - (size_t)at, "  e%d (%.2f)",
+                           idx[t * DRIVER_DK + j], probs[t * DRIVER_DE + idx[t * DRIVER_DK + j]]);
+        at += snprintf(table + at, sizeof table - (size_t)at, "%s", t < DRIVER_DT - 1 ? "\n" : "");
     }
     xt_printf_ordered(comm, "%s\n", table);
-    double worst = dense_difference(y, x, wr, experts, DT, DD, DE, DF, DK);
-    print_balance(comm, 1, "random", x, wr, DT, loss);
+    double worst = driver_dense_difference(y, x, wr, experts, DRIVER_DT, DRIVER_DD, DRIVER_DE,
+                                           DRIVER_DF, DRIVER_DK);
+    driver_print_balance(comm, 1, "random", x, wr, DRIVER_DT, loss);
 
     /* Skewed: feature 0 is 2 on every token and Wr's row 0 favours expert 0. */
-    float wskew[DD * DE];
+    float wskew[DRIVER_DD * DRIVER_DE];
     memcpy(wskew, wr, sizeof wskew);
     memcpy(xs, x, sizeof xs);
-    for (int t = 0; t < DT; t++)
-        xs[t * DD] = 1.0f;
+    for (int t = 0; t < DRIVER_DT; t++)
+        xs[t * DRIVER_DD] = 1.0f;
     wskew[0] = 2.0f;
-    wskew[DE - 1] = -2.0f;
-    loss = moe_forward(xs, wskew, experts, DT, DD, DE, DF, DK, ALPHA, y);
-    worst = fmax(worst, dense_difference(y, xs, wskew, experts, DT, DD, DE, DF, DK));
-    print_balance(comm, 1, "skewed", xs, wskew, DT, loss);
+    wskew[DRIVER_DE - 1] = -2.0f;
+    loss = moe_forward(xs, wskew, experts, DRIVER_DT, DRIVER_DD, DRIVER_DE, DRIVER_DF, DRIVER_DK,
+                       DRIVER_ALPHA, y);
+    worst = fmax(worst, driver_dense_difference(y, xs, wskew, experts, DRIVER_DT, DRIVER_DD,
+                                                DRIVER_DE, DRIVER_DF, DRIVER_DK));
+    driver_print_balance(comm, 1, "skewed", xs, wskew, DRIVER_DT, loss);
 
     /* Uniform: T = E tokens x_t = e_t, Wr circulant: every expert is chosen k times and
      * its probabilities are a permutation of every other's, so f_i = P_i = 1/E. */
-    float xu[DE * DD] = {0}, wu[DD * DE];
-    const float row[DE] = {2.0f, 1.0f, 0.0f, -1.0f};
-    for (int i = 0; i < DE; i++) {
-        xu[i * DD + i] = 1.0f;
-        for (int e = 0; e < DE; e++)
-            wu[i * DE + e] = row[(e - i + DE) % DE];
+    float xu[DRIVER_DE * DRIVER_DD] = {0}, wu[DRIVER_DD * DRIVER_DE];
+    const float row[DRIVER_DE] = {2.0f, 1.0f, 0.0f, -1.0f};
+    for (int i = 0; i < DRIVER_DE; i++) {
+        xu[i * DRIVER_DD + i] = 1.0f;
+        for (int e = 0; e < DRIVER_DE; e++)
+            wu[i * DRIVER_DE + e] = row[(e - i + DRIVER_DE) % DRIVER_DE];
     }
-    loss = moe_forward(xu, wu, experts, DE, DD, DE, DF, DK, ALPHA, y);
-    worst = fmax(worst, dense_difference(y, xu, wu, experts, DE, DD, DE, DF, DK));
-    print_balance(comm, 0, "uniform", xu, wu, DE, loss);
+    loss = moe_forward(xu, wu, experts, DRIVER_DE, DRIVER_DD, DRIVER_DE, DRIVER_DF, DRIVER_DK,
+                       DRIVER_ALPHA, y);
+    worst = fmax(worst, driver_dense_difference(y, xu, wu, experts, DRIVER_DE, DRIVER_DD, DRIVER_DE,
+                                                DRIVER_DF, DRIVER_DK));
+    driver_print_balance(comm, 0, "uniform", xu, wu, DRIVER_DE, loss);
     xt_printf_root(comm,
                    "uniform routing (T = E, Wr circulant): f_i = P_i = 1/E, loss %.6f %s alpha\n",
-                   loss, fabsf(loss - ALPHA) < 1e-7f ? "=" : "!=");
+                   loss, fabsf(loss - DRIVER_ALPHA) < 1e-7f ? "=" : "!=");
     double all;
     MPI_Allreduce(&worst, &all, 1, MPI_DOUBLE, MPI_MAX, comm);
     xt_printf_root(comm, "max |y - dense| %.1e: y agrees with a dense computation: %s\n", all,
