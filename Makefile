@@ -96,8 +96,16 @@ $(LIBXT): $(LIBXT_OBJ)
 # solutions/lcN_x/, a mutant's .../lcN_x/, the kit's own lcN_x/kit/): the
 # kit's header directory is on its include path, and it links the kit's objects.
 lecture_of  = $(notdir $(patsubst %/,%,$(patsubst %/kit/,%/,$(patsubst %/kit/tests/,%/,$(dir $(1))))))
-kit_objs    = $(patsubst %.c,$(BUILD)/%.o,$(wildcard grader/lectures/$(1)/kit/*.c))
 kit_include = $(addprefix -I,$(patsubst %/,%,$(dir $(wildcard solutions/$(1)/kit.h))))
+# A kit may build on an earlier lecture's answer (lecture 5's tensor-parallel stage on
+# lecture 4's decoder): its manifest declares the lectures it uses, on one line
+# USES = ["lcN_x", ...]. The kit's own files then see their solutions (the include path),
+# and the lecture's programs link their kits too. Read once, as lecture:used pairs.
+USES_PAIRS := $(shell awk -F'"' '/^USES = \[/ { split(FILENAME, p, "/"); \
+                for (i = 2; i < NF; i += 2) print p[3] ":" $$i }' grader/lectures/*/__init__.py 2>/dev/null)
+uses_of     = $(patsubst $(1):%,%,$(filter $(1):%,$(USES_PAIRS)))
+uses_include = $(if $(findstring /kit/,$(1)),$(foreach u,$(call uses_of,$(call lecture_of,$(1))),-Isolutions/$(u)))
+kit_objs    = $(patsubst %.c,$(BUILD)/%.o,$(wildcard $(foreach l,$(1) $(call uses_of,$(1)),grader/lectures/$(l)/kit/*.c)))
 lecture_obj = $(call kit_objs,$(call lecture_of,$(1)))
 
 # An exercise's driver (the grader's cases, the demo and main) is not in the
@@ -118,7 +126,8 @@ one_unit    = $(if $(call driver_of,$(1)),$(UNIT_FLAGS) -include $(1) -c $(call 
 .SECONDEXPANSION:
 $(BUILD)/%.o: %.c $$(call driver_of,$$*.c)
 	@mkdir -p $(@D)
-	$(MPICC) $(CFLAGS) $(XT_CFLAGS) $(call kit_include,$(call lecture_of,$<)) $(call one_unit,$<) -o $@
+	$(MPICC) $(CFLAGS) $(XT_CFLAGS) $(call kit_include,$(call lecture_of,$<)) $(call uses_include,$<) \
+	  $(call one_unit,$<) -o $@
 
 $(BUILD)/%: $(BUILD)/%.o $$(call lecture_obj,$$*) $(LIBXT) | $(COMPDB)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@

@@ -23,17 +23,36 @@ FORBIDDEN_SYMBOLS = [
 
 
 def kit_include(root, path):
-    """The include flags of a C file's lecture kit, as the Makefile's kit_include gives them:
-    ["-Isolutions/<lecture>"] (relative to the repository root `root`), the lecture being
-    the name of the file's directory (of kit/ or kit/tests/ for a kit's own files, of
-    drivers/ for a driver), where solutions/<lecture>/kit.h exists; else []."""
+    """The include flags of a C file's lecture kit, as the Makefile's kit_include and
+    uses_include give them: ["-Isolutions/<lecture>"] (relative to the repository root
+    `root`), the lecture being the name of the file's directory (of kit/ or kit/tests/ for a
+    kit's own files, of drivers/ for a driver), where solutions/<lecture>/kit.h exists; for a
+    kit's own file, then "-Isolutions/<used>" for each lecture its manifest USES."""
     d = os.path.dirname(os.path.normpath(path))
     while os.path.basename(d) in ("kit", "tests") and "kit" in d.split(os.sep):
         d = os.path.dirname(d)
     if os.path.basename(d) == "drivers":
         d = os.path.dirname(d)
-    kit = os.path.join("solutions", os.path.basename(d))
-    return [f"-I{kit}"] if os.path.exists(os.path.join(root, kit, "kit.h")) else []
+    lecture = os.path.basename(d)
+    kit = os.path.join("solutions", lecture)
+    flags = [f"-I{kit}"] if os.path.exists(os.path.join(root, kit, "kit.h")) else []
+    if "kit" in os.path.normpath(path).split(os.sep):  # a kit's own file: what it USES too
+        flags += [f"-I{os.path.join('solutions', u)}" for u in uses(root, lecture)]
+    return flags
+
+
+USES_LINE = re.compile(r'^USES = \[(.*)\]', re.M)
+
+
+def uses(root, lecture):
+    """The lectures a lecture's kit builds on, as make reads them: the manifest's one line
+    USES = ["lcN_x", ...] (grader/lectures/<lecture>/__init__.py); [] without one."""
+    try:
+        with open(os.path.join(root, "grader", "lectures", lecture, "__init__.py")) as f:
+            m = USES_LINE.search(f.read())
+    except OSError:
+        return []
+    return re.findall(r'"([^"]*)"', m.group(1)) if m else []
 
 
 def driver_of(source):

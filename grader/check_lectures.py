@@ -309,6 +309,31 @@ def grader_includes(lecture_dirs):
     return out
 
 
+def kit_uses(names, declared, dep_files):
+    """What a lecture's kit reads of other lectures, against its manifest's USES: problems.
+    declared: {lecture: [used lectures]}; dep_files: {lecture: its kit objects' .d files}. A
+    kit compiled from another lecture's file (its solutions, its kit, its student tree) must
+    name that lecture in USES (make puts only those on its include path and links only their
+    kits), and each lecture it names must be read."""
+    out = []
+    for lec in names:
+        read = {}
+        for d in dep_files.get(lec, []):
+            for p in header_dependencies(d):
+                parts = os.path.normpath(p).split(os.sep)
+                other = (parts[1] if parts[0] == "solutions" and len(parts) > 2 else
+                         parts[2] if parts[:2] == ["grader", "lectures"] and len(parts) > 3 else
+                         parts[0])
+                if other in names and other != lec:
+                    read.setdefault(other, p)
+        uses = declared.get(lec, [])
+        out += [f"{lec}'s kit is compiled from {p}, of {other}, which its manifest's USES does "
+                f"not name" for other, p in sorted(read.items()) if other not in uses]
+        out += [f"{lec}'s manifest USES {u}, whose files its kit never reads"
+                for u in uses if u not in read]
+    return out
+
+
 DRIVER_START = re.compile(r"^(static void run_case\(|static void demo\(|int main\()", re.M)
 
 
@@ -607,6 +632,27 @@ def selftest(s):
              f"reported: negative control)",
              bool(kit_deps and not internal and internal_users([os.path.join(fake, "kit.d")])),
              internal[:6])
+    # A kit that builds on another lecture's answer declares it (USES), on the one line make
+    # reads; negative controls: a kit reading an undeclared lecture, a lecture declared unread.
+    declared = {lec: builds.uses(".", lec) for lec in names}
+    unreadable = [f"{lec}: the manifest's USES is {getattr(lectures.load(lec), 'USES', [])}, "
+                  f"make reads {declared[lec]}: write it on one line, USES = [\"...\"]"
+                  for lec in names if list(getattr(lectures.load(lec), "USES", [])) != declared[lec]]
+    kit_dep_files = {lec: sorted(glob.glob(os.path.join("build", "grader", "lectures", lec, "kit",
+                                                        "*.d")))
+                     for lec in names}
+    problems = unreadable + kit_uses(names, declared, kit_dep_files)
+    used = sorted(f"{lec} uses {', '.join(u)}" for lec, u in declared.items() if u)
+    with open(os.path.join(fake, "stage.d"), "w") as f:
+        f.write(f"build/x/stage.o: x/stage.c solutions/{names[0]}/{names[0]}.c \\\n common/xt.h\n")
+    control = kit_uses([names[0], names[1], "x"], {names[1]: [names[0]]},
+                       {"x": [os.path.join(fake, "stage.d")]})
+    s.record(f"each kit reads another lecture's files only where its manifest USES it "
+             f"({'; '.join(used) or 'none'}), every lecture it USES is read (negative "
+             f"controls: a kit that reads an undeclared lecture, a USES never read)",
+             bool(used) and not problems and len(control) == 2
+             and "does not name" in control[1] and "never reads" in control[0],
+             problems or control)
     bad = libxt_layers.check(".")
     layers = libxt_layers.layers(".")
     s.record("libxt: files call each other in one direction, as xt_internal.h's layers say ("

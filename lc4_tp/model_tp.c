@@ -26,40 +26,12 @@
  * 1 + 2L of n d, and 2L of d hd hkv_local on the replica group when KV heads
  * are replicated. The logits (n x V) are never gathered.
  */
-#include "xt_nn.h"
+#include "kit.h" /* the lecture's kit: tp_config, tp_model (this rank's shard), its set-up */
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TP_MAX_LAYERS 4
-
-typedef struct {
-    int vocab, d, layers, hq, hkv, hd, ff;
-    float eps;
-} tp_config;
-
-/* One decoder block's tensors, as xt_decoder_layout orders them: this rank's part. */
-typedef struct {
-    float *norm1, *wq, *wk, *wv, *wo, *norm2, *wg, *wu, *wd;
-} tp_block;
-
-typedef struct {
-    tp_config cfg;
-    MPI_Comm comm, kv_comm; /* kv_comm: the ranks sharing this rank's KV heads, or NULL */
-    int np, rank;
-    int v_lo, v_count;              /* vocabulary block: embedding rows, head columns */
-    int q_lo, hq_local;             /* query heads */
-    int kv_lo, hkv_local, replicas; /* KV heads, and how many ranks hold each */
-    int ff_lo, ff_local;            /* hidden units of the MLPs */
-    long nparams;                   /* this rank's floats, every tensor */
-    float *params, *grads, *adam_m, *adam_v;
-    long step;
-    /* Views into params and grads: embedding (v_count x d), blocks, final norm, head. */
-    float *embed, *final_norm, *head, *dembed, *dfinal_norm, *dhead;
-    tp_block blk[TP_MAX_LAYERS], dblk[TP_MAX_LAYERS];
-} tp_model;
 
 /* ------------------------------------------------------------ the model */
 

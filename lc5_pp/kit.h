@@ -90,7 +90,8 @@ int xt_stage_in_flight_most(void);
 
 /*
  * A decoder language model's pipeline stage, tensor-parallel over `tp`
- * (kit/tp_stage.c): decoder blocks first .. first+count-1 of `layers`
+ * (kit/tp_stage.c, built from lecture 4's model_tp.c solution and kit, the
+ * same code for the same blocks): decoder blocks first .. first+count-1 of `layers`
  * (shape as above), with the embedding when first is 0 (the first stage) and
  * the final RMSNorm, the head and the cross-entropy when first + count is
  * layers (the last). The whole model's parameters `full` lie flat as: the

@@ -26,40 +26,12 @@
  * 1 + 2L of n d, and 2L of d hd hkv_local on the replica group when KV heads
  * are replicated. The logits (n x V) are never gathered.
  */
-#include "xt_nn.h"
+#include "kit.h" /* the lecture's kit: tp_config, tp_model (this rank's shard), its set-up */
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define TP_MAX_LAYERS 4
-
-typedef struct {
-    int vocab, d, layers, hq, hkv, hd, ff;
-    float eps;
-} tp_config;
-
-/* One decoder block's tensors, as xt_decoder_layout orders them: this rank's part. */
-typedef struct {
-    float *norm1, *wq, *wk, *wv, *wo, *norm2, *wg, *wu, *wd;
-} tp_block;
-
-typedef struct {
-    tp_config cfg;
-    MPI_Comm comm, kv_comm; /* kv_comm: the ranks sharing this rank's KV heads, or NULL */
-    int np, rank;
-    int v_lo, v_count;              /* vocabulary block: embedding rows, head columns */
-    int q_lo, hq_local;             /* query heads */
-    int kv_lo, hkv_local, replicas; /* KV heads, and how many ranks hold each */
-    int ff_lo, ff_local;            /* hidden units of the MLPs */
-    long nparams;                   /* this rank's floats, every tensor */
-    float *params, *grads, *adam_m, *adam_v;
-    long step;
-    /* Views into params and grads: embedding (v_count x d), blocks, final norm, head. */
-    float *embed, *final_norm, *head, *dembed, *dfinal_norm, *dhead;
-    tp_block blk[TP_MAX_LAYERS], dblk[TP_MAX_LAYERS];
-} tp_model;
 
 /* ------------------------------------------------------------ the model */
 
@@ -91,6 +63,18 @@ static void tp_embed(const tp_model *m, const int *tokens, int n, float *y)
             memset(y + (size_t)i * d, 0, sizeof(float) * d);
     }
     sum_over(m->comm, y, (long)n * d);
+}
+
+/* The embedding's gradient: dy (n x d) into the rows this rank holds. */
+static void tp_embed_backward(tp_model *m, const int *tokens, int n, const float *dy)
+{
+    int d = m->cfg.d;
+    for (int i = 0; i < n; i++) {
+        int t = tokens[i] - m->v_lo;
+        if (t >= 0 && t < m->v_count)
+            for (int j = 0; j < d; j++)
+                m->dembed[(size_t)t * d + j] += dy[(size_t)i * d + j];
+    }
 }
 
 /* Block l forward: x (n x d) in, y out; keeps what backward needs in s. */
@@ -201,6 +185,22 @@ static void tp_block_backward(tp_model *m, int l, const float *dy, float *dx, tp
 }
 
 /*
+ * The head's backward: dlogits (n x v_count) to dx (n x d, may be hf), from the final norm's
+ * input x, its output hf and rstd. The head is column-parallel over the vocabulary: its input
+ * gradient is summed (f).
+ */
+static void tp_head_backward(tp_model *m, const float *dlogits, const float *x, const float *hf,
+                             const float *rstd, int n, float *dx)
+{
+    int d = m->cfg.d;
+    float *dh = act_alloc((long)n * d);
+    xt_linear_backward(dh, m->dhead, NULL, dlogits, hf, m->head, n, d, m->v_count);
+    sum_over(m->comm, dh, (long)n * d);
+    xt_rmsnorm_backward(dx, m->dfinal_norm, dh, x, m->final_norm, rstd, n, d);
+    xt_free(dh);
+}
+
+/*
  * The fused cross-entropy over the vocabulary blocks: the mean over n tokens,
  * and dlogits (n x v_count) = its gradient for the own block.
  */
@@ -273,18 +273,10 @@ float model_tp_step(tp_model *m, const int *tokens, const int *targets, int batc
     xt_linear_forward(logits, hf, m->head, NULL, n, d, m->v_count);
     float loss = tp_cross_entropy(m, logits, targets, n, dlogits);
 
-    /* The head is column-parallel over the vocabulary: its input gradient is summed (f). */
-    xt_linear_backward(y, m->dhead, NULL, dlogits, hf, m->head, n, d, m->v_count);
-    sum_over(m->comm, y, nd);
-    xt_rmsnorm_backward(hf, m->dfinal_norm, y, x, m->final_norm, rstd, n, d);
+    tp_head_backward(m, dlogits, x, hf, rstd, n, hf);
     for (int l = L - 1; l >= 0; l--)
         tp_block_backward(m, l, hf, hf, &saved[l], batch, T);
-    for (int i = 0; i < n; i++) { /* the embedding's rows that this rank holds */
-        int t = tokens[i] - m->v_lo;
-        if (t >= 0 && t < m->v_count)
-            for (int j = 0; j < d; j++)
-                m->dembed[(size_t)t * d + j] += hf[(size_t)i * d + j];
-    }
+    tp_embed_backward(m, tokens, n, hf);
     xt_free(x), xt_free(y), xt_free(hf), xt_free(rstd), xt_free(logits), xt_free(dlogits);
     xt_adam_update(m->params, m->grads, m->adam_m, m->adam_v, m->nparams, ++m->step, h);
     return loss;

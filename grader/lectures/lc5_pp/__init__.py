@@ -24,6 +24,10 @@ TITLE = "pipeline parallelism"
 # The report time of make grade LC=N SOL=1 on a 2-core machine (measured; the README's table).
 GRADE_SECONDS = 10
 
+# The lectures whose kit and solutions this lecture's kit builds on (one line, read by make too):
+# the tensor-parallel stage is lecture 4's decoder, solutions/lc4_tp/model_tp.c.
+USES = ["lc4_tp"]
+
 # What the lecture's kit logs in a case record (events.py registers each kind's parser).
 KIT_EVENTS = [StageCall]
 
