@@ -320,6 +320,11 @@ bench:
 	@py=$$(grader/setup.sh) && "$$py" grader/bench.py $(ARGS_LC) $(if $(NP),--np $(NP)) \
 		$(if $(filter 0,$(SOL)),--student) $(if $(ARGS),--args="$(ARGS)")
 
+# The grader's own bench: where a grade's seconds go, per lecture (grader/gradebench.py).
+bench-grade:
+	@py=$$(grader/setup.sh) && "$$py" grader/gradebench.py $(ARGS_LC) $(if $(EX),--ex $(EX)) \
+		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(VS),--vs $(VS)) $(if $(SEED),--seed $(SEED))
+
 lectures:
 	@py=$$(grader/setup.sh) && "$$py" grader/grade.py --list
 
@@ -368,6 +373,7 @@ help:
 	@echo "                         TRACE=1: a timeline for https://ui.perfetto.dev;"
 	@echo "                         SAN=1: with AddressSanitizer)"
 	@echo "make bench LC=N          lecture N's benchmark, beside formulas or the MPI library"
+	@echo "make bench-grade [LC=N]  where a grade's seconds go, per lecture [VS=DIR ROUNDS=3]"
 	@echo "                         (LC=all: every lecture that has one; no LC: the first;"
 	@echo "                         ARGS=--help: the options; SOL=0: your own files)"
 	@echo "make lectures            every lecture found, its exercises, points and page"
@@ -383,5 +389,5 @@ help:
 	@echo "make format              clang-format every C file"
 	@echo "make clean               remove build/"
 
-.PHONY: compdb-missing all cuda emu grade test debug deps demo bench lectures readme hint drill drills stubs \
+.PHONY: compdb-missing all cuda emu grade test debug deps demo bench bench-grade lectures readme hint drill drills stubs \
         format clean help

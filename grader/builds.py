@@ -7,6 +7,8 @@ import os
 import re
 import subprocess
 
+import clock
+
 
 FORBIDDEN_SYMBOLS = [
     (r"^PMPI_", "calls {} directly, which hides the call from the grader; use the MPI_ name"),
@@ -106,6 +108,42 @@ def harness_only():
                                         "grader's cases; an exercise has xt.h and xt_nn.h")]
 
 
+# obj -> (its modification time, the symbols it uses and does not define), as nm -u gave them.
+_UNDEFINED = {}
+
+
+def undefined_symbols(objs):
+    """{obj: [the symbols it uses and does not define]} for every object of objs that
+    exists, from one nm for all those not seen since they were last built (a lecture's
+    exercises are scanned in one process: each nm costs as much as its scan)."""
+    stamp = {}
+    for o in objs:
+        try:
+            stamp[o] = os.stat(o).st_mtime_ns
+        except OSError:
+            pass
+    stale = [o for o in stamp if _UNDEFINED.get(o, (None,))[0] != stamp[o]]
+    if stale:
+        try:
+            with clock.timed("nm"):
+                out = subprocess.run(["nm", "-u"] + stale, capture_output=True, text=True,
+                                     timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return {o: _UNDEFINED[o][1] for o in stamp if o in _UNDEFINED}
+        found = {o: [] for o in stale}
+        current = stale[0] if len(stale) == 1 else None
+        for line in out.stdout.splitlines():
+            if len(stale) > 1 and line.endswith(":") and line[:-1] in found:
+                current = line[:-1]  # nm of several files: "<file>:" before each one's
+                continue
+            words = line.split()
+            if current is not None and words:
+                found[current].append(words[-1].split("@")[0])
+        for o in stale:
+            _UNDEFINED[o] = (stamp[o], found[o])
+    return {o: _UNDEFINED[o][1] for o in stamp if o in _UNDEFINED}
+
+
 def forbidden_calls(obj, extra=(), source=None):
     """RULE messages for symbols an exercise object must not use: every exercise's
     FORBIDDEN_SYMBOLS, libxt's harness functions and `extra`, [(regex, message)] from
@@ -113,14 +151,11 @@ def forbidden_calls(obj, extra=(), source=None):
     a check of the object and its source that symbols cannot express (an array on the
     stack where memory is accounted)."""
     patterns = [e for e in extra if not callable(e)]
-    try:
-        out = subprocess.run(["nm", "-u", obj], capture_output=True, text=True, timeout=30)
-    except OSError:
+    symbols = undefined_symbols([obj]).get(obj)
+    if symbols is None:
         return []
     msgs = []
-    for line in out.stdout.splitlines():
-        sym = line.split()[-1] if line.split() else ""
-        sym = sym.split("@")[0]
+    for sym in symbols:
         for pat, msg in list(FORBIDDEN_SYMBOLS) + harness_only() + patterns:
             if re.search(pat, sym):
                 msgs.append(msg.format(sym))
@@ -139,11 +174,13 @@ def build(binaries, jobs=2, san=False, cov=False):
     make = (["make", "-s", "--no-print-directory"] + (["SAN=1"] if san else []) +
             (["COV=1"] if cov else []))
     cmd = make + ["-k", f"-j{jobs}"] + list(binaries)
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    with clock.timed("make"):
+        res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode == 0:
         return failed
     for b in binaries:
-        one = subprocess.run(make + [b], capture_output=True, text=True)
+        with clock.timed("make"):
+            one = subprocess.run(make + [b], capture_output=True, text=True)
         if one.returncode != 0:
             failed[b] = (one.stdout + one.stderr).strip()
     if not failed:  # e.g. libxt itself

@@ -167,6 +167,8 @@ def selftest(s):
     s.record("hints: three levels read in order; a missing or empty level, no Hints heading, and a "
              "TODO over its bound are refused", not bad, bad)
     test_event_lines(s)
+    test_grade_profile(s)  # first: its grade leaves the files libxt wrote that read_npy reads
+    test_read_npy(s)
     test_pattern(s)
     test_printed(s)
     test_rounds(s)
@@ -175,6 +177,71 @@ def selftest(s):
     test_one_case(s)
     test_debug_san(s)
     test_relations(s)
+
+
+def test_read_npy(s):
+    """records.read_npy against np.load: every kind of file a grade reads, and files it does
+    not expect (which np.load reads or refuses as it always did)."""
+    d = fresh("read_npy")
+    rng = np.random.default_rng(3)
+    arrays = [np.float32(2.5), np.zeros(0, np.float32), np.arange(5, dtype=np.int16),
+              rng.random((3, 4)), np.arange(12, dtype=np.int32).reshape(2, 3, 2),
+              np.array([True, False]), np.arange(6, dtype=np.uint8), rng.random((300, 7)),
+              np.asfortranarray(rng.random((3, 4))), np.arange(3, dtype=">i4"),
+              rng.random((2, 2)).astype(np.float16), np.array(["ab", "c"])]
+    bad = []
+    for i, a in enumerate(arrays):
+        path = os.path.join(d, f"{i}.npy")
+        np.save(path, a)
+        got, want = records.read_npy(path), np.load(path)
+        if (got.dtype != want.dtype or got.shape != want.shape
+                or not np.array_equal(got, want) or not got.flags.writeable):
+            bad.append(f"{a.dtype} {a.shape}: read {got.dtype} {got.shape}")
+    # What libxt writes: every output of a graded case on record, read both ways.
+    written = sorted(glob.glob(os.path.join("build", "grade", "*", "*", "*", "launch*", "c*",
+                                            "g*.r*.*.npy")))[:2000]
+    for path in written:
+        got, want = records.read_npy(path), np.load(path)
+        if got.dtype != want.dtype or got.shape != want.shape or got.tobytes() != want.tobytes():
+            bad.append(f"{path}: read {got.dtype} {got.shape}")
+    # Negative control: a file cut short is refused as np.load refuses it, never read short.
+    cut = os.path.join(d, "cut.npy")
+    with open(os.path.join(d, "7.npy"), "rb") as f:
+        data = f.read()
+    with open(cut, "wb") as f:
+        f.write(data[:-8])
+    try:
+        records.read_npy(cut)
+        bad.append("a file cut short was read")
+    except ValueError:
+        pass
+    s.record(f"records.read_npy reads what np.load reads ({len(arrays)} kinds of array, "
+             f"{len(written)} files libxt wrote), without its header parser; a file cut short "
+             f"is refused (negative control)", not bad and bool(written), bad[:4])
+
+
+def test_grade_profile(s):
+    """grade.py's profile (grader/clock.py), which make bench-grade prints: one exercise's
+    grade counts the launches its work directory holds, and its parts fit in its time."""
+    import gradebench
+    lec = lectures.names()[0]
+    names = lectures.exercises(lec)
+    ex = next(e for e in names if sum(e in other for other in names) == 1)  # EX= matches one
+    result = gradebench.grade_once(ROOT, lec, 777, ex)
+    if result is None:
+        s.record(f"make bench-grade: a grade of {lec} {ex} gives its profile", False,
+                 ["the grade wrote no JSON"])
+        return
+    tag = os.path.join("build", "grade", "solutions", lec)
+    dirs = len(glob.glob(os.path.join(tag, ex, "launch*")))
+    found = gradebench.problems(result, dirs)
+    wrong = dict(result, profile=dict(result["profile"],
+                                      launch=dict(result["profile"]["launch"],
+                                                  count=dirs + 1)))
+    control = gradebench.problems(wrong, dirs)
+    s.record(f"make bench-grade: a grade of {lec}'s {ex} counts its {dirs} launch(es) and its "
+             f"parts fit in its {result['seconds']:.1f} s (negative control: a count off by "
+             f"one is reported)", dirs >= 1 and not found and len(control) == 1, found + control)
 
 
 def test_event_lines(s):

@@ -11,6 +11,7 @@ import re
 import numpy as np
 
 import spec
+from records import read_npy
 
 
 def fmt_value(v):
@@ -241,7 +242,7 @@ def agreeing_ranks_hint(case, name, expected, cdir, g):
         path = os.path.join(cdir, f"g{g}.r{r}.{name}.npy")
         if not os.path.exists(path):
             return ""
-        got.append(np.load(path))
+        got.append(read_npy(path))
     if any(a.shape != got[0].shape or spec.bit_differences(a, got[0]) for a in got[1:]):
         return ""
     return (f"cause: all {case.np} ranks hold the same wrong '{name}', bit for bit: they agree "

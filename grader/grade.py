@@ -28,6 +28,7 @@ needs.numpy()
 
 import drill  # noqa: E402
 import builds  # noqa: E402
+import clock  # noqa: E402
 import harness  # noqa: E402
 import launch  # noqa: E402
 import lectures  # noqa: E402
@@ -423,6 +424,8 @@ def grade_lecture(req, lec, report, tally):
     else:
         failed = builds.build([binaries[ex] for ex in exercises
                                if os.path.exists(sources[ex])], san=args.san, cov=args.coverage)
+        obj = ".cu.o" if args.device == "cuda" else ".o"
+        builds.undefined_symbols([binaries[ex] + obj for ex in exercises])  # one nm for all
         for ex in exercises:
             ex_tests = [t for t in tests if t.exercise == ex]
             results = grade_exercise(req, lec, ex, ex_tests, every, sources[ex], binaries[ex],
@@ -496,7 +499,8 @@ def write_json(req, tally, elapsed):
                    "lectures": tally.lectures_json, "score": tally.total,
                    "max": tally.possible, "seconds": round(elapsed, 2), "case": req.args.case,
                    "drill": tally.drill_lines,
-                   "margins": {k: v[0] for k, v in tally.margins.items()}}, f, indent=1)
+                   "margins": {k: v[0] for k, v in tally.margins.items()},
+                   "profile": clock.profile(elapsed)}, f, indent=1)
 
 
 def main(argv=None):

@@ -36,13 +36,14 @@ from typing import Callable, List, Optional
 import numpy as np
 
 import builds
+import clock
 import launch
 import pattern
 import spec
 from compare import (POISON_READ, agreeing_ranks_hint, broken_rules, compare, other_findings,
                      relation, world_hint)
 from hangs import blocked_explanation, read_ledger
-from records import keep_expected, read_record, read_status, write_inputs
+from records import keep_expected, read_npy, read_record, read_status, write_inputs
 from sanitizer import (ZONE_NOTE, asan_in_output, asan_report, heap_damage, resolve_sites,
                        short_backtrace)
 
@@ -95,11 +96,10 @@ class TestResult:
 
 # -------------------------------------------------------------------- helpers
 
-
 def outputs_of(cdir, g, np_):
     """Each rank's arrays by name: its outputs (an output overwrites the input file of
     the same name)."""
-    return [{f[len(f"g{g}.r{r}."):-4]: np.load(os.path.join(cdir, f))
+    return [{f[len(f"g{g}.r{r}."):-4]: read_npy(os.path.join(cdir, f))
              for f in sorted(os.listdir(cdir))
              if f.startswith(f"g{g}.r{r}.") and f.endswith(".npy")
              and not f.endswith(".expected.npy")}
@@ -226,7 +226,8 @@ class Runner:
         pending = [t for t in tests if not t.refusal]
         self.launches = 0
         if os.path.isdir(self.work_dir):
-            shutil.rmtree(self.work_dir, ignore_errors=True)
+            with clock.timed("cleanup"):
+                shutil.rmtree(self.work_dir, ignore_errors=True)
         while pending:
             done, pending = self.launch(pending, self.next_launch_dir())
             results.update(done)
@@ -275,12 +276,13 @@ class Runner:
             cdir = os.path.join(launch_dir, f"c{k}")
             os.makedirs(cdir, exist_ok=True)
             per_group = []
-            for g in range(groups_of(world, case.np)):
-                rng = np.random.default_rng(stable_seed(self.seed, test.exercise, test.name,
-                                                        case.index, g))
-                inp = test.inputs(case, rng)
-                per_group.append(inp)
-                write_inputs(cdir, g, inp)
+            with clock.timed("inputs"):
+                for g in range(groups_of(world, case.np)):
+                    rng = np.random.default_rng(stable_seed(self.seed, test.exercise,
+                                                            test.name, case.index, g))
+                    inp = test.inputs(case, rng)
+                    per_group.append(inp)
+                    write_inputs(cdir, g, inp)
             inputs[k] = per_group
             params = " ".join(f"{key}={val}" for key, val in case.params.items())
             wd = 0 if self.debug else self.watchdog_of(test)
@@ -310,8 +312,9 @@ class Runner:
         else:
             max_wd = max((self.watchdog_of(t) for t, _, _ in plan),
                          default=self.watchdog)
-            res = launch.run(cmd, timeout=60 + 2 * max_wd, env=launch.mpi_env(extra),
-                             log_path=output)
+            with clock.timed("launch"):
+                res = launch.run(cmd, timeout=60 + 2 * max_wd, env=launch.mpi_env(extra),
+                                 log_path=output)
         status = read_status(launch_dir, world)
         return world, inputs, res, status
 
@@ -383,6 +386,7 @@ class Runner:
                     r.lines.append(hint)
             r.lines += self.printed(r, first)
             results[test.name] = r
+        clock.add("cases", in_cases)
         if dead_case is None and res.returncode == 0:
             # What no case accounts for: starting the ranks and MPI, set-up, finalize.
             # Only a launch that ran to its end says anything about starting.
@@ -523,12 +527,13 @@ class Runner:
                 fail = self.run_check(test, case, inp, cdir, g, label)
                 if fail:
                     return fail
-            expected = test.reference(case, inp)
+            with clock.timed("references"):
+                expected = test.reference(case, inp)
             wrong = []  # (rank, name, message, expected, got) of every wrong output
             for r in range(case.np):
                 for name, exp in expected[r].items():
                     path = os.path.join(cdir, f"g{g}.r{r}.{name}.npy")
-                    got = np.load(path) if os.path.exists(path) else None
+                    got = read_npy(path) if os.path.exists(path) else None
                     tol = test.tolerance(case, inp, name, r) if test.tolerance else 0.0
                     if isinstance(tol, spec.Relative):
                         tol = tol.bound(exp)
