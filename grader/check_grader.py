@@ -169,6 +169,7 @@ def selftest(s):
     test_event_lines(s)
     test_grade_profile(s)  # first: its grade leaves the files libxt wrote that read_npy reads
     test_read_npy(s)
+    test_launcher_words(s)
     test_pattern(s)
     test_printed(s)
     test_rounds(s)
@@ -218,6 +219,51 @@ def test_read_npy(s):
     s.record(f"records.read_npy reads what np.load reads ({len(arrays)} kinds of array, "
              f"{len(written)} files libxt wrote), without its header parser; a file cut short "
              f"is refused (negative control)", not bad and bool(written), bad[:4])
+
+
+def test_launcher_words(s):
+    """The report names the MPI library as the programs see it, not the launcher's version
+    (Slurm's srun names itself); a launch that Open MPI's daemons end over a shared session
+    directory says so, and how to fix it."""
+    import launch
+    d = fresh("launcher")
+    fake = os.path.join(d, "srun")  # a launcher that names itself as Slurm's srun does
+    with open(fake, "w") as f:
+        f.write('#!/bin/sh\nif [ "$1" = --version ]; then echo "slurm-wlm 22.05.8"; exit 0; fi\n'
+                'exec mpirun --oversubscribe --bind-to none "$@"\n')
+    os.chmod(fake, 0o755)
+    lec = lectures.names()[0]
+    names = lectures.exercises(lec)
+    ex = next(e for e in names if sum(e in other for other in names) == 1)  # EX= matches one
+    out = os.path.join(d, "grade.json")
+    env = dict(os.environ, XT_LAUNCHER=f"{fake} -np {{np}}")
+    subprocess.run([sys.executable, os.path.join(HERE, "grade.py"), "--lc", lec, "--sol",
+                    "--ex", ex, "--seed", "7", "--json", out], env=env,
+                   capture_output=True, text=True, timeout=300)
+    try:
+        with open(out) as f:
+            named = json.load(f)["mpi"]
+    except (OSError, ValueError, KeyError):
+        named = "(no JSON)"
+    mpirun = launch.mpi_flavor()[1]
+    said = launch.library_name(subprocess.run(
+        [os.path.join("build", "solutions", lec, ex), "--mpi-library"],
+        capture_output=True, text=True, timeout=30).stdout)
+    s.record(f"the report names the MPI library as the programs see it ({said}), not the "
+             f"launcher: under a launcher that calls itself slurm-wlm 22.05.8 it says {named}",
+             named == said and said.split()[0] in mpirun, [named, said, mpirun])
+    # Open MPI's words when two daemons collide on one session directory (a hostfile of two
+    # names on one machine without a TMPDIR each), and a launch that ended otherwise.
+    collided = ("[node1:4242] [[37652,0],1] ORTE_ERROR_LOG: File exists in file "
+                "util/session_dir.c at line 107\n"
+                "[node1:4242] [[37652,0],1] ORTE_ERROR_LOG: File exists in file "
+                "base/ess_base_std_orted.c at line 242\n")
+    other = "mpirun noticed that process rank 1 with PID 0 on node x exited on signal 9\n"
+    told, quiet = harness.mpirun_reason(collided), harness.mpirun_reason(other)
+    s.record("a launch that ends over a shared Open MPI session directory is explained (give "
+             "each node its own TMPDIR); one that ended otherwise is not (negative control)",
+             "TMPDIR" in (told[:1] or [""])[0] and not any("TMPDIR" in t for t in quiet),
+             told + quiet)
 
 
 def test_grade_profile(s):

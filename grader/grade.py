@@ -408,24 +408,31 @@ def grade_lecture(req, lec, report, tally):
     alone = f"   case {args.case} alone" if args.case is not None else ""
     san = "   AddressSanitizer" if args.san else ""
     emu = "   emulated device" if args.device == "emu" else ""
-    report.line(f"{lec}   seed {req.seed}   np {','.join(map(str, nps))}   {req.version}   "
-                f"{where}{alone}{san}{emu}")
     ext = ".cu" if req.test_device == "cuda" else ".c"
     sources = {ex: os.path.normpath(os.path.join(req.tree, lec, ex + ext)) for ex in exercises}
     binaries = {ex: os.path.join(build_dir_of(args), os.path.splitext(src)[0])
                 for ex, src in sources.items()}
+    skipped = args.device == "cuda" and not req.gpu
+    if not skipped:
+        failed = builds.build([binaries[ex] for ex in exercises
+                               if os.path.exists(sources[ex])], san=args.san, cov=args.coverage)
+        obj = ".cu.o" if args.device == "cuda" else ".o"
+        builds.undefined_symbols([binaries[ex] + obj for ex in exercises])  # one nm for all
+        # The MPI library as the programs name it (not the launcher, which may be srun).
+        built = [binaries[ex] for ex in exercises if os.path.exists(binaries[ex])
+                 and binaries[ex] not in failed]
+        req.version = (launch.library_version(os.path.abspath(built[0])) if built else
+                       "") or req.version
+    report.line(f"{lec}   seed {req.seed}   np {','.join(map(str, nps))}   {req.version}   "
+                f"{where}{alone}{san}{emu}")
 
     lec_results = []
-    if args.device == "cuda" and not req.gpu:
+    if skipped:
         for t in tests:
             r = harness.TestResult(t, verdict="SKIPPED", lines=["no GPU on this machine"])
             lec_results.append((t.exercise, r))
             report.result(t.exercise, r, "", False, scored=args.case is None)
     else:
-        failed = builds.build([binaries[ex] for ex in exercises
-                               if os.path.exists(sources[ex])], san=args.san, cov=args.coverage)
-        obj = ".cu.o" if args.device == "cuda" else ".o"
-        builds.undefined_symbols([binaries[ex] + obj for ex in exercises])  # one nm for all
         for ex in exercises:
             ex_tests = [t for t in tests if t.exercise == ex]
             results = grade_exercise(req, lec, ex, ex_tests, every, sources[ex], binaries[ex],

@@ -787,13 +787,23 @@ def printed_lines(cdir, group, np_):
                      for line in text[r][:take[r]]]
 
 
+# What a launcher's own words mean, where they are the reason a run ended: (its words, why).
+LAUNCHER_CAUSES = [
+    (re.compile(r"session_dir\.c"),
+     "two Open MPI daemons share one temporary directory (their session directory, under "
+     "TMPDIR, is named by host and user): give each node its own TMPDIR"),
+]
+
+
 def mpirun_reason(output):
+    """The lines of a launch's output that say why it ended without a report: what a
+    launcher's known words mean, then up to four of its lines."""
     keep = []
     for line in output.splitlines():
         if re.search(r"exited on signal|returned a non-zero exit|killed|not enough slots|"
                      r"No such file|cannot|error", line, re.I):
             keep.append(line.strip())
-    return keep[:4]
+    return [why for words, why in LAUNCHER_CAUSES if words.search(output)] + keep[:4]
 
 
 # ---------------------------------------------------------------------- build

@@ -12,6 +12,7 @@ XT_LAUNCHER replaces the launcher altogether ("srun --mpi=pmix -n {np}").
 
 import functools
 import os
+import re
 import select
 import shlex
 import shutil
@@ -38,6 +39,32 @@ def mpi_flavor():
                         if line.strip().startswith("Version:")), "")
         return "mpich", ("MPICH " + version).strip()
     return "other", first
+
+
+def library_name(text):
+    """'Open MPI 4.1.4' or 'MPICH 4.0.2' from what MPI_Get_library_version says; else its
+    first line up to a comma; "" for nothing."""
+    m = re.search(r"Open MPI v?(\d[\w.]*)", text)
+    if m:
+        return f"Open MPI {m.group(1)}"
+    m = re.search(r"MPICH Version:\s*(\S+)", text)
+    if m:
+        return f"MPICH {m.group(1)}"
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first.split(",")[0].strip()
+
+
+@functools.lru_cache(maxsize=None)
+def library_version(program):
+    """The MPI library a built program runs with, as it names itself (libxt's
+    --mpi-library: MPI_Get_library_version, before MPI_Init, no launcher); "" if it cannot
+    say. The launcher's own version (mpi_flavor) may be another program's: Slurm's srun."""
+    try:
+        out = subprocess.run([program, "--mpi-library"], capture_output=True, text=True,
+                             timeout=30, env=mpi_env())
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return library_name(out.stdout) if out.returncode == 0 else ""
 
 
 def mpi_env(extra=None):
