@@ -264,6 +264,30 @@ def test_launcher_words(s):
              "each node its own TMPDIR); one that ended otherwise is not (negative control)",
              "TMPDIR" in (told[:1] or [""])[0] and not any("TMPDIR" in t for t in quiet),
              told + quiet)
+    # Open MPI's MPI_Abort banner, which each rank prints itself under a direct launch
+    # (srun), is the library's, not what the student printed; a block of the student's
+    # own between dashes stays.
+    dashes = "-" * 74
+    banner = (f"{dashes}\nMPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\n"
+              f"with errorcode 1.\n\nNOTE: invoking MPI_ABORT causes Open MPI to kill all MPI "
+              f"processes.\nYou may or may not see output from other processes, depending on\n"
+              f"exactly when Open MPI kills them.\n{dashes}\n")
+    cdir = os.path.join(d, "c0")
+    os.makedirs(cdir)
+    for r, text in ((0, "step 1: loss 2.5\n" + banner), (1, banner)):
+        with open(os.path.join(cdir, f"g0.r{r}{harness.OUTPUT_SUFFIX}"), "w") as f:
+            f.write(text)
+    shown = harness.printed_lines(cdir, 0, 2)
+    own = f"{dashes}\nmy table\n{dashes}\n"
+    with open(os.path.join(cdir, f"g0.r1{harness.OUTPUT_SUFFIX}"), "w") as f:
+        f.write(own)
+    kept = harness.printed_lines(cdir, 0, 2)
+    s.record("what the ranks printed leaves out Open MPI's MPI_Abort banner, which a rank "
+             "prints itself under srun; a block of the student's own between dashes stays "
+             "(negative control)",
+             len(shown) == 2 and "printed 1 line," in shown[0] and "loss 2.5" in shown[1]
+             and "printed 4 lines" in kept[0] and any("my table" in ln for ln in kept),
+             shown + kept)
 
 
 def test_grade_profile(s):

@@ -424,7 +424,9 @@ class Runner:
         files = {d: fs for d, fs in files.items() if fs}
         if not files:
             return []
-        lines = sum(count_lines(f) for fs in files.values() for f in fs.values())
+        lines = sum(own_lines(f) for fs in files.values() for f in fs.values())
+        if lines == 0:  # only the MPI library's banners
+            return []
         dirs = sorted(files)
         parents = {os.path.dirname(d) for d in dirs}
         where = (os.path.relpath(dirs[0]) if len(dirs) == 1 else
@@ -750,6 +752,39 @@ def printable(text, width):
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
+# A banner the MPI library prints from inside a rank, not the student's: Open MPI's
+# show_help block for MPI_Abort, which a rank prints itself where no mpirun gathers it
+# (a direct launch: Slurm's srun), between two lines of dashes.
+BANNER_EDGE = re.compile(r"^-{20,}$")
+BANNER_FIRST = ("MPI_ABORT was invoked",)
+
+
+def without_banners(lines):
+    """lines without the MPI library's banners (BANNER_FIRST, edged by BANNER_EDGE)."""
+    out, i = [], 0
+    while i < len(lines):
+        if (BANNER_EDGE.match(lines[i]) and i + 1 < len(lines)
+                and lines[i + 1].startswith(BANNER_FIRST)):
+            end = next((j for j in range(i + 1, len(lines)) if BANNER_EDGE.match(lines[j])),
+                       None)
+            if end is not None:
+                i = end + 1
+                continue
+        out.append(lines[i])
+        i += 1
+    return out
+
+
+def own_lines(path):
+    """How many lines a rank's output file holds, the MPI library's banners left out."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(READ_LIMIT).decode(errors="replace").splitlines()
+    except OSError:
+        return 0
+    return count_lines(path) - (len(head) - len(without_banners(head)))
+
+
 def printed_lines(cdir, group, np_):
     """The report's lines for what one case's ranks printed: a heading with the path
     to all of it, then up to SHOW_PRINTED lines, taken from the ranks in turn and shown
@@ -765,11 +800,12 @@ def printed_lines(cdir, group, np_):
     for r in ranks:
         try:
             with open(files[(group, r)], "rb") as f:
-                text[r] = f.read(READ_LIMIT).decode(errors="replace").splitlines()
+                text[r] = without_banners(f.read(READ_LIMIT).decode(errors="replace")
+                                          .splitlines())
         except OSError:
             text[r] = []
-    total = sum(count_lines(files[(group, r)]) for r in ranks)
-    if total == 0:
+    total = sum(own_lines(files[(group, r)]) for r in ranks)
+    if total <= 0:
         return []
     take = {r: 0 for r in ranks}
     shown = 0
