@@ -264,6 +264,18 @@ def test_launcher_words(s):
              "each node its own TMPDIR); one that ended otherwise is not (negative control)",
              "TMPDIR" in (told[:1] or [""])[0] and not any("TMPDIR" in t for t in quiet),
              told + quiet)
+    # Open MPI's warning when ranks on two nodes cannot connect over TCP (the run then hangs:
+    # a DEADLOCK or TIMEOUT, whose report adds these words).
+    tcp = ("WARNING: Open MPI failed to TCP connect to a peer MPI process.  This\n"
+           "should not happen.\n\nYour Open MPI job may now hang or fail.\n\n"
+           "  Local host: node2\n  PID:        77\n  Message:    connect() to 10.0.0.1:1024 "
+           "failed\n  Error:      No route to host (113)\n")
+    said = harness.launcher_causes(tcp)
+    s.record("a launch whose ranks could not connect over TCP says so under its failure, with "
+             "how to name the shared network; a launch that ended otherwise says nothing of it "
+             "(negative control)",
+             len(said) == 1 and "btl_tcp_if_include" in said[0]
+             and not harness.launcher_causes(other), said)
     # Open MPI's MPI_Abort banner, which each rank prints itself under a direct launch
     # (srun), is the library's, not what the student printed; a block of the student's
     # own between dashes stays.

@@ -346,6 +346,9 @@ class Runner:
                     dead_case = k
                     died_here = True
                     death = self.classify_death(res, status, case, k, world)
+                    # What the launcher or the library said of it, in words it knows.
+                    death.lines += [w for w in launcher_causes(res.output)
+                                    if w not in death.lines]
                     outcomes.append(CaseOutcome(case, death.kind, death.lines[0], cdir,
                                                 death.group))
                     if first is None:
@@ -828,7 +831,17 @@ LAUNCHER_CAUSES = [
     (re.compile(r"session_dir\.c"),
      "two Open MPI daemons share one temporary directory (their session directory, under "
      "TMPDIR, is named by host and user): give each node its own TMPDIR"),
+    (re.compile(r"failed to TCP connect to a peer"),
+     "Open MPI said its ranks could not open a TCP connection to each other (an address or "
+     "interface one node cannot reach, or a firewall between the nodes): name the network "
+     "they share, MPIRUN_ARGS=\"--mca btl_tcp_if_include <interface or a.b.c.d/n>\""),
 ]
+
+
+def launcher_causes(output):
+    """What a launch's output says, in the launcher's or the library's known words, about
+    why it ended: [] when nothing known."""
+    return [why for words, why in LAUNCHER_CAUSES if words.search(output)]
 
 
 def mpirun_reason(output):
@@ -839,7 +852,7 @@ def mpirun_reason(output):
         if re.search(r"exited on signal|returned a non-zero exit|killed|not enough slots|"
                      r"No such file|cannot|error", line, re.I):
             keep.append(line.strip())
-    return [why for words, why in LAUNCHER_CAUSES if words.search(output)] + keep[:4]
+    return launcher_causes(output) + keep[:4]
 
 
 # ---------------------------------------------------------------------- build
