@@ -270,6 +270,26 @@ $(BUILD)/bench/%/bench: $(BUILD)/grader/lectures/$$(notdir $$*)/bench.o $$(call 
 	@mkdir -p $(@D)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
 
+# ---------------------------------------------------------- resident programs
+
+# make grade runs a lecture's exercises in one launch (common/resident.c,
+# grader/resident.py): build/resident/<tree>/<lecture>/resident links each
+# exercise's own object with its main renamed xt_entry_<exercise> and every
+# other symbol made local (objcopy -G), so that two files' helpers of one name
+# stay apart, with the lecture's kit; libxt's xt_resident_main is its main. The
+# exercises it holds are those the grader lists in exercises.txt beside it.
+resident_objs = $(addprefix $(BUILD)/resident/$(1)/,$(addsuffix .o,\
+                  $(file <$(BUILD)/resident/$(1)/exercises.txt)))
+
+$(BUILD)/resident/%.o: $(BUILD)/%.o
+	@mkdir -p $(@D)
+	$(OBJCOPY) --redefine-sym main=xt_entry_$(notdir $*) -G xt_entry_$(notdir $*) $< $@
+
+$(BUILD)/resident/%/resident: $(BUILD)/resident/%/exercises.txt $$(call resident_objs,$$*) \
+                              $$(call kit_objs,$$(notdir $$*)) $(LIBXT)
+	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) -Wl,-u,xt_resident_main -Wl,--defsym=main=xt_resident_main \
+	  $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@
+
 # Every object's header dependencies, at every depth objects live at (a
 # mutant's is build/build/mutants/<name>/<lecture>/<exercise>.d): an object
 # whose .d is not read is not rebuilt when a libxt header changes. find skips

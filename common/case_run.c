@@ -158,21 +158,24 @@ void xt_run_cases(void (*run_case)(xt_case *c))
         xti.diag_fd = saved_err;
     }
 
+    /* The world the cases are spread over: the launch's, or in a resident launch the
+     * exercise's own (the ranks above it are idle in every case). */
+    int world = xti.case_world > 0 ? xti.case_world : xti.size;
     group_comm groups[16];
     int ngroups = 0;
     for (int i = 0; i < nlines; i++) {
         xt_case c = {0};
         char *copy = strdup(lines[i]);
         if (parse_line(copy, &c)) {
-            XT_CHECK(c.np >= 1 && c.np <= xti.size,
+            XT_CHECK(c.np >= 1 && c.np <= world,
                      "case %d needs %d ranks but this run has %d: start it with mpirun -np %d",
-                     c.index, c.np, xti.size, c.np);
+                     c.index, c.np, world, c.np);
             int known = 0;
             for (int g = 0; g < ngroups; g++)
                 known |= groups[g].np == c.np;
             if (!known) {
                 XT_CHECK(ngroups < 16, "too many different np in one run");
-                int copies = xti.size / c.np;
+                int copies = world / c.np;
                 int color = xti.rank < copies * c.np ? xti.rank / c.np : MPI_UNDEFINED;
                 groups[ngroups].np = c.np;
                 PMPI_Comm_split(MPI_COMM_WORLD, color, xti.rank, &groups[ngroups].comm);

@@ -406,6 +406,17 @@ void xti_mem_check(void)
         release_oldest();
 }
 
+void xti_mem_uncount_live(void)
+{
+    for (header *h = live; h; h = h->next)
+        if (h->counted) {
+            current[h->kind] -= h->bytes;
+            current_total -= h->bytes;
+            h->counted = 0;
+        }
+    xt_mem_reset_peak();
+}
+
 size_t xt_mem_current(xt_mem_kind kind)
 {
     return kind == XT_MEM_KINDS ? current_total : current[kind];

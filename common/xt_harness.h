@@ -25,6 +25,9 @@ extern "C" {
  */
 void xt_init(int *argc, char ***argv);
 void xt_finalize(void);
+/* The main of a resident program (resident.c): the exercises its --resident LIST names,
+ * each as its own program's launch would run them, in one launch. */
+int xt_resident_main(int argc, char **argv);
 int xt_rank(void);       /* rank in MPI_COMM_WORLD */
 int xt_size(void);       /* size of MPI_COMM_WORLD */
 int xt_local_rank(void); /* rank among the processes on this node */

@@ -16,7 +16,8 @@
  *   5 case.c transformer.c
  *   6 case_run.c train.c
  *   7 init.c
- *   8 cuda.cu
+ *   8 resident.c
+ *   9 cuda.cu
  */
 /*
  * In words: the base (0-2: state, clock, dtypes, errors, options) with
@@ -27,10 +28,10 @@
  * wrappers, the case record with the events a lecture's kit logs) and the
  * numeric layer (nn.c); then the case protocol (5-6: one case, the case
  * runner, the training harness) beside the transformer pieces; then
- * init/main (7); the CUDA helpers sit above every C file. Code that only one
- * lecture's programs share is not here: it is that lecture's kit
- * (grader/lectures/<lecture>/kit/), which uses libxt through xt_harness.h
- * and logs through xt_event.
+ * init/main (7), and the resident launch of many exercises (8); the CUDA
+ * helpers sit above every C file. Code that only one lecture's programs
+ * share is not here: it is that lecture's kit (grader/lectures/<lecture>/kit/),
+ * which uses libxt through xt_harness.h and logs through xt_event.
  * Where a lower layer needs something a higher one knows, the higher one
  * installs a hook at start-up (npy.c's guard, installed by case.c).
  *
@@ -113,6 +114,11 @@ typedef struct {
     int case_np;
     MPI_Comm case_comm;    /* MPI_COMM_NULL outside a case */
     double watchdog_limit; /* seconds; 0: off */
+    /* A resident launch (resident.c): many exercises' cases, one after another. Its
+     * world is the largest any of them needs; case_world is the world of the exercise
+     * running now, as its own launch would have it (the ranks above it idle). */
+    int resident;
+    int case_world;
     /* The libxt computation running now ("backward": inside xt_mlp_backward, its hooks
      * included), or NULL, and where in it (the layer whose hook is running), or -1: each
      * MPI event is tagged with both, so that the grader can tell communication overlapped
@@ -341,6 +347,9 @@ void xti_mem_pause(int on);
  * else the run ends), then hands the freed blocks back to malloc: at the end of each case,
  * and of the run. */
 void xti_mem_check(void);
+/* Blocks still live stay valid and checked but no longer count as in use, and the peaks
+ * restart: a resident launch's next exercise starts from nothing, as its own launch would. */
+void xti_mem_uncount_live(void);
 /* Where addr lies in an xt_alloc block, live or freed and still held back ("past the end of the
  * 40-byte grads block allocated at F:L (byte 44)"), into out; 0 if in none. */
 int xti_mem_describe(const void *addr, char *out, size_t cap);
@@ -489,6 +498,12 @@ int xti_case_describe(const void *addr, char *out, size_t cap);
 /* ----------------------------------------------------------------- layer 7 */
 
 /* init.c */
-/* (nothing internal: xt_init, xt_finalize, xt_main) */
+/* Opens out_dir/status.r<rank>.txt as the rank's status file (nothing without out_dir). */
+void xti_status_open(void);
+
+/* ----------------------------------------------------------------- layer 8 */
+
+/* resident.c */
+/* (nothing internal: xt_resident_main) */
 
 #endif

@@ -167,6 +167,7 @@ def selftest(s):
     s.record("hints: three levels read in order; a missing or empty level, no Hints heading, and a "
              "TODO over its bound are refused", not bad, bad)
     test_event_lines(s)
+    test_resident(s)
     test_grade_profile(s)  # first: its grade leaves the files libxt wrote that read_npy reads
     test_read_npy(s)
     test_launcher_words(s)
@@ -324,6 +325,81 @@ def test_grade_profile(s):
     s.record(f"make bench-grade: a grade of {lec}'s {ex} counts its {dirs} launch(es) and its "
              f"parts fit in its {result['seconds']:.1f} s (negative control: a count off by "
              f"one is reported)", dirs >= 1 and not found and len(control) == 1, found + control)
+
+
+def grade_json(tree, lecture, seed, extra=(), env=None):
+    """grade.py's JSON of tree's lecture (None when it wrote none), and its output."""
+    out = os.path.join(fresh("grade_json"), "grade.json")
+    cmd = [sys.executable, os.path.join("grader", "grade.py"), "--lc", lecture, "--tree", tree,
+           "--seed", str(seed), "--json", out, "--quiet"] + list(extra)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})))
+    try:
+        with open(out) as f:
+            return json.load(f), res.stdout + res.stderr
+    except (OSError, ValueError):
+        return None, res.stdout + res.stderr
+
+
+def verdicts_of(data):
+    """A grade's JSON without its clocks: what must not depend on how it was launched."""
+    def strip(o):
+        if isinstance(o, dict):
+            return {k: strip(v) for k, v in o.items()
+                    if k not in ("seconds", "profile", "elapsed")}
+        if isinstance(o, list):
+            return [strip(v) for v in o]
+        return o
+    return strip(data)
+
+
+def test_resident(s):
+    """Resident launches (grader/resident.py): lecture 7, whose exercises use four world
+    sizes, with a stub (TODO: not started in a shared launch), a mutant caught WRONG (graded
+    again alone) and one that deadlocks (it ends the shared launch; graded alone; the
+    exercises after it share a fresh launch). Every verdict, report line and case must be
+    what one launch per exercise gives, with the launches that design implies."""
+    lec = "lc7_ep"
+    tree = mutant_tree("resident_tree", lec, "mfw_y_not_zeroed", "gs_empty_rank_skips",
+                       stubs=["topk_gradient"])
+    args = ["--watchdog", "1"]
+    shared, out1 = grade_json(tree, lec, 4242, args)
+    alone, out0 = grade_json(tree, lec, 4242, args, env={"XT_RESIDENT": "0"})
+    problems = []
+    if shared is None or alone is None:
+        problems = ["a grade wrote no JSON:"] + tail(out1 + out0, 12)
+    else:
+        a, b = verdicts_of(alone), verdicts_of(shared)
+        if a != b:
+            import difflib
+            problems = list(difflib.unified_diff(
+                json.dumps(a, indent=1, sort_keys=True).splitlines(),
+                json.dumps(b, indent=1, sort_keys=True).splitlines(), "alone", "shared",
+                lineterm=""))[:30]
+        verdicts = {(t["exercise"], t["test"]): t["verdict"] for lec_ in shared["lectures"]
+                    for t in lec_["tests"]}
+        broken = {"topk_gradient": "TODO", "moe_forward": "WRONG", "gshard": "DEADLOCK"}
+        for (ex, test), v in verdicts.items():
+            want = broken.get(ex, "OK")
+            if v != want and not (ex == "gshard" and test != "gshard_forward"):
+                problems.append(f"{ex} {test}: {v}, expected {want}")
+        # One launch per exercise: 9 (topk_gradient's TODO and gshard's deadlock each end
+        # one launch, and its second test needs another). Shared: 2 launches (the second
+        # after the deadlock), then alone topk_gradient 2, moe_forward 1 and gshard 2.
+        counts = [d["profile"]["launch"]["count"] for d in (alone, shared)]
+        if counts != [9, 7]:
+            problems.append(f"launches alone, shared: {counts}, expected [9, 7]")
+        ran = sorted(os.path.basename(p) for p in glob.glob(os.path.join(
+            "build", "grade", harness_tag(tree), lec, "resident", "launch*")))
+        if ran != ["launch1", "launch2"]:
+            problems.append(f"shared launches kept: {ran}, expected launch1 launch2")
+    s.record("resident launches: a lecture with a TODO, a WRONG and a DEADLOCK among its "
+             "exercises, in four world sizes, gets the very report one launch per exercise "
+             "gives, in 7 launches where that takes 9", not problems, problems)
+
+
+def harness_tag(tree):
+    import grade
+    return grade.tree_tag(grade.parse_args(["--tree", tree]))
 
 
 def test_event_lines(s):

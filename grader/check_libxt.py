@@ -595,9 +595,63 @@ def test_mem(s):
                  f"({time.monotonic() - start:.1f} s)")
 
 
+def test_resident(s):
+    """A resident launch (common/resident.c): two exercises of common/tests/test_resident.c
+    in one 4-rank launch, the second in a world of 2. Each writes into its own directory;
+    the smaller world's cases run on its groups alone, the ranks above it idle; and the
+    block the first exercise leaked, counted in its own second case (the control), counts
+    in none of the second's."""
+    d = fresh("resident")
+    plan = {"leak": (4, [(0, 2), (1, 2)]), "world": (2, [(0, 1), (1, 2)])}
+    with open(os.path.join(d, "list.txt"), "w") as f:
+        f.write("# <exercise> <cases dir> <world>\n")
+        for name, (world, cases) in plan.items():
+            cdir = os.path.join(d, name)
+            os.makedirs(cdir)
+            with open(os.path.join(cdir, "cases.txt"), "w") as c:
+                c.writelines(f"case {k} np={np_} fn={name}\n" for k, np_ in cases)
+            for k, _ in cases:
+                os.makedirs(os.path.join(cdir, f"c{k}"))
+            f.write(f"{name} {os.path.abspath(cdir)} {world}\n")
+    r = mpirun(4, [os.path.join(TESTS_BIN, "test_resident"), "--out", d, "--resident",
+                   os.path.join(d, "list.txt")])
+    problems = [] if r.returncode == 0 else tail(r.output)
+
+    def groups(name, k):
+        return sorted(os.path.basename(p).split(".")[0] for p in
+                      glob.glob(os.path.join(d, name, f"c{k}", "g*.r0.mpi.txt")))
+
+    def comm_bytes(name, k, g=0):
+        rec = records.read_record(os.path.join(d, name, f"c{k}", f"g{g}.r0.mpi.txt"))
+        return rec.memory.get("comm", (None, None))[0] if rec else None
+
+    if groups("leak", 1) != ["g0", "g1"] or comm_bytes("leak", 1) != 128:
+        problems.append(f"leak, case 1: groups {groups('leak', 1)}, comm bytes in use "
+                        f"{comm_bytes('leak', 1)} (expected g0 g1 of world 4, 128: its own "
+                        f"first case's block and this one's)")
+    for k, want in ((0, ["g0", "g1"]), (1, ["g0"])):
+        if groups("world", k) != want:
+            problems.append(f"world, case {k}: groups {groups('world', k)}, expected {want} "
+                            f"in a world of 2")
+    for k in (0, 1):
+        if comm_bytes("world", k) != 0:
+            problems.append(f"world, case {k}: {comm_bytes('world', k)} comm bytes in use, "
+                            f"expected 0 (the leak's blocks are not its)")
+    seen = os.path.join(d, "world", "c0", "g1.r0.seen.npy")
+    if os.path.exists(seen) and list(np.load(seen)) != [1, 4]:
+        problems.append(f"world, case 0, group 1: saw {list(np.load(seen))}, expected world "
+                        f"rank 1 in MPI_COMM_WORLD of 4")
+    statuses = [os.path.exists(os.path.join(d, name, "status.r0.txt")) for name in plan]
+    if not all(statuses):
+        problems.append("each exercise's status file in its own directory: missing")
+    s.record("resident launch: two exercises in one launch, each in its own directory and "
+             "world (the ranks above it idle), the first one's leaked memory counted in its "
+             "own cases (control) and in none of the second's", not problems, problems)
+
+
 def selftest(s):
     s.section("libxt")
     for t in (test_npy, test_pmpi, test_strict, test_watchdog, test_todo, test_crash,
-              test_heap_damage, test_cases, test_mem, test_trace, test_watch, test_cuda,
+              test_heap_damage, test_cases, test_resident, test_mem, test_trace, test_watch, test_cuda,
               test_emu, test_nn):
         t(s)

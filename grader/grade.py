@@ -32,6 +32,7 @@ import clock  # noqa: E402
 import harness  # noqa: E402
 import launch  # noqa: E402
 import lectures  # noqa: E402
+import resident  # noqa: E402
 
 WIDTH = 78
 
@@ -366,7 +367,6 @@ def build_dir_of(args):
 def grade_exercise(req, lec, ex, ex_tests, every, source, binary, failed, tally):
     """One exercise's results: BUILD (missing, or the compiler's errors), RULE (a forbidden
     call in its object), or its cases run."""
-    args = req.args
     if not os.path.exists(source):
         return [harness.TestResult(t, verdict="BUILD", lines=[f"{source} does not exist"])
                 for t in ex_tests]
@@ -374,21 +374,64 @@ def grade_exercise(req, lec, ex, ex_tests, every, source, binary, failed, tally)
         errs = (builds.driver_left_in(source, failed[binary]) +
                 builds.build_errors(failed[binary]))
         return [harness.TestResult(t, verdict="BUILD", lines=list(errs)) for t in ex_tests]
-    extra = [f for t in ex_tests for f in t.forbidden]
-    obj = ".cu.o" if args.device == "cuda" else ".o"
-    bad = builds.forbidden_calls(binary + obj, extra, source)
+    bad = forbidden(req, ex_tests, source, binary)
     if bad:
         return [harness.TestResult(t, verdict="RULE", lines=[f"{source} {bad[0]}"])
                 for t in ex_tests]
-    runner = harness.Runner(
+    runner = runner_of(req, lec, ex, every, source, binary)
+    results = runner.run(ex_tests)
+    ran(runner, tally)
+    return results
+
+
+def forbidden(req, ex_tests, source, binary):
+    """The forbidden calls the exercise's object makes (builds.forbidden_calls)."""
+    extra = [f for t in ex_tests for f in t.forbidden]
+    obj = ".cu.o" if req.args.device == "cuda" else ".o"
+    return builds.forbidden_calls(binary + obj, extra, source)
+
+
+def runner_of(req, lec, ex, every, source, binary):
+    args = req.args
+    return harness.Runner(
         harness.Exercise(lec, ex, source, binary, every[ex]),
         req.seed, work_dir(req.tag, lec, ex), watchdog=args.watchdog,
         max_np=args.max_np, only=args.case, verbose=args.verbose,
         san=args.san, test_watchdogs=args.device != "emu")
-    results = runner.run(ex_tests)
+
+
+def ran(runner, tally):
     tally.slowest_start = max(tally.slowest_start, runner.start_seconds)
     tally.margins.update(runner.margins)
-    return results
+
+
+def shares_launches(req, exercises):
+    """Whether this grade runs its lecture's exercises in resident launches (resident.py):
+    not where one program per exercise is the point (CASE=, SAN=1, DEVICE=, --coverage)."""
+    args = req.args
+    return (len(exercises) > 1 and args.case is None and not args.san and not args.coverage
+            and args.device == "cpu" and resident.enabled())
+
+
+def grade_resident(req, lec, tests, exercises, every, sources, binaries, failed, program,
+                   tally):
+    """{exercise: results} of the exercises that passed in resident launches; the others
+    are left to grade_exercise."""
+    if not program or program in failed or not os.path.exists(program):
+        return {}
+    members = []
+    for ex in exercises:
+        ex_tests = [t for t in tests if t.exercise == ex]
+        if (binaries[ex] in failed or not resident.runnable(binaries[ex], ex_tests)
+                or forbidden(req, ex_tests, sources[ex], binaries[ex])):
+            continue
+        members.append(resident.Member(ex, runner_of(req, lec, ex, every, sources[ex],
+                                                     binaries[ex]), ex_tests))
+    passed = resident.grade(members, program, work_dir(req.tag, lec, "resident"))
+    for m in members:
+        if m.name in passed:
+            ran(m.runner, tally)
+    return passed
 
 
 def grade_lecture(req, lec, report, tally):
@@ -413,9 +456,19 @@ def grade_lecture(req, lec, report, tally):
     binaries = {ex: os.path.join(build_dir_of(args), os.path.splitext(src)[0])
                 for ex, src in sources.items()}
     skipped = args.device == "cuda" and not req.gpu
+    program = None
     if not skipped:
-        failed = builds.build([binaries[ex] for ex in exercises
-                               if os.path.exists(sources[ex])], san=args.san, cov=args.coverage)
+        present = [ex for ex in exercises if os.path.exists(sources[ex])]
+        if shares_launches(req, present):
+            program = resident.program_of(binaries[present[0]])
+            resident.write_list(program, present)
+        failed = builds.build([binaries[ex] for ex in present] + ([program] if program else []),
+                              san=args.san, cov=args.coverage)
+        if program in failed and any(binaries[ex] in failed for ex in present):
+            # A file that does not compile keeps the others' resident program from linking.
+            del failed[program]
+            resident.write_list(program, [ex for ex in present if binaries[ex] not in failed])
+            failed.update(builds.build([program]))
         obj = ".cu.o" if args.device == "cuda" else ".o"
         builds.undefined_symbols([binaries[ex] + obj for ex in exercises])  # one nm for all
         # The MPI library as the programs name it (not the launcher, which may be srun).
@@ -433,10 +486,12 @@ def grade_lecture(req, lec, report, tally):
             lec_results.append((t.exercise, r))
             report.result(t.exercise, r, "", False, scored=args.case is None)
     else:
+        shared = grade_resident(req, lec, tests, exercises, every, sources, binaries, failed,
+                                program, tally) if program else {}
         for ex in exercises:
             ex_tests = [t for t in tests if t.exercise == ex]
-            results = grade_exercise(req, lec, ex, ex_tests, every, sources[ex], binaries[ex],
-                                     failed, tally)
+            results = shared.get(ex) or grade_exercise(req, lec, ex, ex_tests, every,
+                                                       sources[ex], binaries[ex], failed, tally)
             tally.case_results.extend(results)
             rerun = rerun_command(args, lec, ex, req.seed)
             debug = debug_command(args, lec, ex) if args.device == "cpu" else ""

@@ -268,6 +268,25 @@ class Runner:
     def start(self, plan, launch_dir):
         """Writes the inputs and cases.txt of plan, [(test, case, its number)], and runs
         them in one mpirun: (world size, {number: inputs per group}, result, status lines)."""
+        world, inputs, cmd, extra = self.prepare(plan, launch_dir)
+        output = os.path.join(launch_dir, "output.txt")
+        if self.debug:
+            res = debug_run(cmd, output, self.debug.show, launch.mpi_env(extra))
+        else:
+            with clock.timed("launch"):
+                res = launch.run(cmd, timeout=self.launch_timeout(plan),
+                                 env=launch.mpi_env(extra), log_path=output)
+        status = read_status(launch_dir, world)
+        return world, inputs, res, status
+
+    def launch_timeout(self, plan):
+        """What a launch of plan may take before the grader ends it: the watchdogs inside
+        end a hang sooner."""
+        return 60 + 2 * max((self.watchdog_of(t) for t, _, _ in plan), default=self.watchdog)
+
+    def prepare(self, plan, launch_dir):
+        """Writes the inputs and cases.txt of plan, and run.sh, the command that runs them
+        alone: (world size, {number: inputs per group}, that command, its environment)."""
         os.makedirs(launch_dir, exist_ok=True)
         world = self.graded_world(plan)
         inputs = {}
@@ -305,27 +324,22 @@ class Runner:
             env = "".join(f"{k}={v} " for k, v in extra.items())
             f.write("#!/bin/sh\n# Runs these cases again, as the grader did.\n"
                     f"cd {os.getcwd()} && {env}{launch.shell_line(cmd)}\n")
-        output = os.path.join(launch_dir, "output.txt")
         self.last_launch_dir = launch_dir
-        if self.debug:
-            res = debug_run(cmd, output, self.debug.show, launch.mpi_env(extra))
-        else:
-            max_wd = max((self.watchdog_of(t) for t, _, _ in plan),
-                         default=self.watchdog)
-            with clock.timed("launch"):
-                res = launch.run(cmd, timeout=60 + 2 * max_wd, env=launch.mpi_env(extra),
-                                 log_path=output)
-        status = read_status(launch_dir, world)
-        return world, inputs, res, status
+        return world, inputs, cmd, extra
+
+    def plan_of(self, tests):
+        """[(test, case, its number)]: what one launch of tests runs."""
+        return [(test, case, case.number) for test in tests for case in self.cases_of(test)]
 
     # One mpirun for the pending tests; returns (results, tests to run again).
     def launch(self, tests, launch_dir):
-        plan = []  # (test, case, its number)
-        for test in tests:
-            for case in self.cases_of(test):
-                plan.append((test, case, case.number))
+        plan = self.plan_of(tests)
         world, inputs, res, status = self.start(plan, launch_dir)
+        return self.evaluate(tests, plan, world, inputs, res, status, launch_dir)
 
+    def evaluate(self, tests, plan, world, inputs, res, status, launch_dir):
+        """The verdicts of a launch of plan (prepared in launch_dir) that ended as res:
+        (results, the tests it never reached, to run again)."""
         results, rerun = {}, []
         dead_case = None  # global index of the case the launch died in
         in_cases = 0.0  # seconds the cases took, each its slowest rank's

@@ -76,19 +76,23 @@ def fresh(name):
     return d
 
 
-def mutant_tree(name, lecture, patch):
-    """A copy of solutions/<lecture>/*.c under build/selftest/<name>/<lecture>/, with the
-    mutant grader/mutants/<lecture>/<patch>.patch applied to its file: what a bench must
-    reject. Returns the tree's directory."""
+def mutant_tree(name, lecture, *patches, stubs=()):
+    """A copy of solutions/<lecture>/*.c under build/selftest/<name>/<lecture>/, with each
+    mutant grader/mutants/<lecture>/<patch>.patch applied to its file (what a bench must
+    reject), and the student's stub of each exercise in stubs. Returns the tree's
+    directory."""
     tree = fresh(name)
     os.makedirs(os.path.join(tree, lecture))
     for src in glob.glob(os.path.join("solutions", lecture, "*.c")):
         shutil.copy(src, os.path.join(tree, lecture))
-    m = mutants.parse(os.path.join(HERE, "mutants", lecture, patch + ".patch"))
-    with open(m.target) as f:
-        text = mutants.apply(f.read(), m.hunks)
-    with open(os.path.join(tree, lecture, os.path.basename(m.target)), "w") as f:
-        f.write(text)
+    for patch in patches:
+        m = mutants.parse(os.path.join(HERE, "mutants", lecture, patch + ".patch"))
+        with open(m.target) as f:
+            text = mutants.apply(f.read(), m.hunks)
+        with open(os.path.join(tree, lecture, os.path.basename(m.target)), "w") as f:
+            f.write(text)
+    for ex in stubs:
+        shutil.copy(os.path.join(lecture, ex + ".c"), os.path.join(tree, lecture))
     return tree
 
 

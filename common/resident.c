@@ -1,0 +1,100 @@
+/*
+ * resident.c: one launch, many exercises.
+ *
+ * Starting an MPI job's ranks costs more than most exercises' cases (about
+ * 0.6 s for 8 ranks on a laptop, against milliseconds for the cases), so
+ * the grader runs a lecture's exercises in one launch of a resident program:
+ * each exercise's object, its main renamed xt_entry_<exercise> and every
+ * other symbol made local (objcopy, so that two exercises' helpers of one
+ * name stay apart), linked with the lecture's kit and libxt. The grader
+ * writes a list, one exercise a line,
+ *
+ *     <exercise> <cases dir> <world>
+ *
+ * and starts `mpirun -np W resident --out DIR --resident LIST`, W the
+ * largest world of the list. For each line, every rank calls the
+ * exercise's main with `--cases <dir>`; its xt_main finds MPI and libxt up
+ * and runs the cases as that program's own launch would, on the same groups
+ * of the same world, writing the same files; the ranks above its world idle
+ * through each case:
+ *
+ *     rank 0..3  init | A: world 8 | B: world 4 | C: world 8 | finalize
+ *     rank 4..7  init | A: world 8 | B: idle    | C: world 8 | finalize
+ *
+ * Between exercises, libxt starts afresh what a case would not: the status
+ * file (the exercise's own), memory still in use (no longer counted) and
+ * the watchdog. A crash or a hang ends the launch inside one exercise; the
+ * grader grades that one, and every verdict but OK, in a launch of its own
+ * (grader/resident.py), so that a neighbour can never decide a verdict.
+ */
+#define _GNU_SOURCE
+#include "xt_internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int (*entry_fn)(int argc, char **argv);
+
+static entry_fn find_entry(const char *exercise)
+{
+    char symbol[320];
+    snprintf(symbol, sizeof symbol, "xt_entry_%s", exercise);
+    entry_fn entry;
+    /* The -rdynamic link keeps each entry in the dynamic symbol table. */
+    *(void **)&entry = dlsym(RTLD_DEFAULT, symbol);
+    return entry;
+}
+
+int xt_resident_main(int argc, char **argv)
+{
+    xti.resident = 1;
+    xt_init(&argc, &argv);
+    const char *list = xt_arg_str("resident", NULL);
+    XT_CHECK(list,
+             "%s runs the exercises that --resident LIST names, one '<exercise> <cases dir> "
+             "<world>' a line (docs/grader.md)",
+             argv[0]);
+    FILE *f = fopen(list, "r");
+    XT_CHECK(f, "cannot open %s: %s", list, strerror(errno));
+
+    const char *launch_dir = xti.out_dir;
+    int launch_status = xti.status_fd;
+    int launch_argc = xti.argc;
+    char **launch_argv = xti.argv;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        char exercise[256], dir[3800];
+        int world;
+        if (line[0] == '#' || sscanf(line, "%255s %3799s %d", exercise, dir, &world) != 3)
+            continue;
+        entry_fn entry = find_entry(exercise);
+        XT_CHECK(entry, "%s: this program has no exercise %s", list, exercise);
+        XT_CHECK(world >= 1 && world <= xti.size,
+                 "%s: %s's world of %d ranks is not in this run's %d", list, exercise, world,
+                 xti.size);
+
+        atomic_store(&xti.phase, XTI_PHASE_SETUP);
+        xti.case_world = world;
+        xti.out_dir = dir;
+        xti_status_open();
+        xti_mem_uncount_live();
+        xt_watchdog_arm(xti.watchdog_limit); /* until its first case arms its own */
+        char *exercise_argv[] = {argv[0], "--cases", dir, NULL};
+        entry(3, exercise_argv);
+
+        if (xti.status_fd >= 0)
+            close(xti.status_fd);
+        xti.status_fd = launch_status;
+        xti.out_dir = launch_dir;
+        xti.case_world = 0;
+        xti.argc = launch_argc;
+        xti.argv = launch_argv;
+    }
+    fclose(f);
+    xt_finalize();
+    return 0;
+}

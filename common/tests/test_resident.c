@@ -1,0 +1,47 @@
+/*
+ * test_resident.c: a resident launch (resident.c), checked by the self-test.
+ * Two "exercises" in one program, each its own main as objcopy would leave
+ * it (xt_entry_<name>), run in turn from one --resident list:
+ *   leak   each case xt_allocs 64 bytes and never frees them: its own second
+ *          case still counts the first one's block (a leak is seen in its
+ *          exercise)
+ *   world  outputs its world rank and MPI_COMM_WORLD's size: run in a world
+ *          smaller than the launch's, only that world's ranks hold groups,
+ *          and nothing the leak left is counted in its records
+ */
+#include "xt_harness.h"
+
+#include <stdint.h>
+
+static void leak_case(xt_case *c)
+{
+    (void)xt_alloc(XT_MEM_COMM, 64);
+    int32_t rank = xt_rank();
+    xt_case_output(c, "rank", &rank, XT_I32, 1);
+}
+
+static void world_case(xt_case *c)
+{
+    int32_t seen[2] = {xt_rank(), xt_size()};
+    xt_case_output(c, "seen", seen, XT_I32, 2);
+}
+
+static void demo(MPI_Comm comm)
+{
+    xt_printf_ordered(comm, "a resident launch's test exercise: run it with --resident LIST");
+}
+
+int xt_entry_leak(int argc, char **argv)
+{
+    return xt_main(argc, argv, leak_case, demo);
+}
+
+int xt_entry_world(int argc, char **argv)
+{
+    return xt_main(argc, argv, world_case, demo);
+}
+
+int main(int argc, char **argv)
+{
+    return xt_resident_main(argc, argv);
+}

@@ -1,0 +1,168 @@
+"""A lecture's exercises graded in one launch: ranks started once (common/resident.c).
+
+Starting the ranks of an MPI job costs more than most exercises' cases, so grade.py hands
+this module the exercises of a lecture it may run together, each with the Runner that
+would grade it alone. Each exercise's cases are written as for its own first launch
+(Runner.prepare: the same inputs, cases.txt and run.sh, in its own launch directory); one
+launch of the lecture's resident program, in the largest world any of them needs, runs
+them one after another, each in its own world (the ranks above it idle); then each is
+judged from its own files (Runner.evaluate), exactly as after its own launch.
+
+Only a clean pass is taken from a shared launch: an exercise whose every case ran and
+whose every test is OK. Anything else (a WRONG, a RULE, a crash or hang that ended the
+launch, a launch that failed after its cases) is graded again in launches of its own, as
+if there were no resident launch, so that a neighbour can never decide a verdict; the
+exercises the ended launch never reached go into a fresh resident launch. An exercise
+whose object still calls xt_todo (a stub's TODO ends the launch by design) is not
+started here at all.
+
+grade.py leaves the resident launch out where one program per exercise is the point:
+CASE=, SAN=1, DEVICE=, --coverage, a single exercise, and XT_RESIDENT=0.
+"""
+
+import os
+import shutil
+
+import builds
+import clock
+import launch
+from records import read_status
+
+# The libxt function every unwritten exercise ends in (XT_TODO calls xt_todo_at): such an
+# exercise ends a shared launch at its first case, so it is graded alone from the start.
+TODO_SYMBOL = "xt_todo_at"
+
+
+def enabled():
+    return os.environ.get("XT_RESIDENT", "1") != "0"
+
+
+def program_of(binary):
+    """The resident program of the lecture whose exercise binary this is:
+    build/<tree>/<lecture>/<exercise> -> build/resident/<tree>/<lecture>/resident."""
+    build, rest = binary.split(os.sep, 1)
+    return os.path.join(build, "resident", os.path.dirname(rest), "resident")
+
+
+def write_list(program, exercises):
+    """exercises.txt beside the program: which exercises make links into it. Rewritten
+    only when it changes, so that make relinks only then."""
+    path = os.path.join(os.path.dirname(program), "exercises.txt")
+    text = "\n".join(exercises) + "\n"
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+class Member:
+    """One exercise of a resident launch: its runner and what its launch directory holds."""
+
+    def __init__(self, name, runner, tests):
+        self.name = name
+        self.runner = runner
+        self.tests = tests
+        self.plan = runner.plan_of(tests)
+        self.launch_dir = self.world = self.inputs = None
+
+    def prepare(self):
+        r = self.runner
+        r.launches = 0
+        if os.path.isdir(r.work_dir):
+            with clock.timed("cleanup"):
+                shutil.rmtree(r.work_dir, ignore_errors=True)
+        self.launch_dir = r.next_launch_dir()
+        self.world, self.inputs, _, _ = r.prepare(self.plan, self.launch_dir)
+
+
+def runnable(binary, tests):
+    """Whether an exercise may share a launch: built, no TODO left in its object, and no
+    test that must end its run on purpose (spec.Test.refusal)."""
+    return (os.path.exists(binary) and not any(t.refusal for t in tests)
+            and TODO_SYMBOL not in builds.undefined_symbols([binary + ".o"]).get(binary + ".o",
+                                                                                  set()))
+
+
+def grade(members, program, work_dir):
+    """Grades members (Member, in lecture order) in shared launches of program; returns
+    {exercise: its results} for those that passed there. The rest are the caller's."""
+    passed = {}
+    pending = list(members)
+    launches = 0
+    if os.path.isdir(work_dir):
+        with clock.timed("cleanup"):
+            shutil.rmtree(work_dir, ignore_errors=True)
+    while len(pending) > 1:
+        launches += 1
+        done, ended_in = launch_once(pending, program, os.path.join(work_dir, f"launch{launches}"))
+        passed.update(done)
+        if ended_in is None or not started(ended_in):
+            break  # ran to its end; or never reached its first exercise (MPI itself?)
+        # The exercise the launch ended in is graded alone; those it never reached, together.
+        pending = pending[pending.index(ended_in) + 1:]
+    return passed
+
+
+def started(member):
+    """Whether the resident launch reached the exercise: its ranks open their status files
+    before anything else."""
+    return os.path.exists(os.path.join(member.launch_dir, "status.r0.txt"))
+
+
+def launch_once(members, program, launch_dir):
+    """One resident launch of members: ({exercise: results} of those that passed, the
+    member the launch ended in, or None when it ran to its end)."""
+    for m in members:
+        m.prepare()
+    os.makedirs(launch_dir, exist_ok=True)
+    listing = os.path.join(launch_dir, "exercises.txt")
+    with open(listing, "w") as f:
+        f.write("# <exercise> <cases dir> <world>: what the resident program runs, in order\n")
+        for m in members:
+            f.write(f"{m.name} {os.path.abspath(m.launch_dir)} {m.world}\n")
+    world = max(m.world for m in members)
+    cmd = launch.mpirun_command(world, [os.path.abspath(program), "--out",
+                                        os.path.abspath(launch_dir), "--resident",
+                                        os.path.abspath(listing)])
+    with open(os.path.join(launch_dir, "run.sh"), "w") as f:
+        f.write("#!/bin/sh\n# Runs these exercises again in one launch, as the grader did.\n"
+                f"cd {os.getcwd()} && {launch.shell_line(cmd)}\n")
+    timeout = 60 + sum(m.runner.launch_timeout(m.plan) - 60 for m in members)
+    with clock.timed("launch"):
+        res = launch.run(cmd, timeout=timeout, env=launch.mpi_env(),
+                         log_path=os.path.join(launch_dir, "output.txt"))
+    clean = res.returncode == 0 and not res.timed_out
+
+    passed, ended_in = {}, None
+    in_cases = 0.0
+    for m in members:
+        # Each exercise judged from its own files, as after a launch of its own that ran
+        # to its end; an exercise the launch ended in or before shows cases not run.
+        alone = launch.Result(0, 0.0, False, "")
+        status = read_status(m.launch_dir, m.world)
+        results, rerun = m.runner.evaluate(m.tests, m.plan, m.world, m.inputs, alone, status,
+                                           m.launch_dir)
+        ran_all = not rerun and all(r.cases_run == len([1 for t, _, _ in m.plan
+                                                        if t is r.test])
+                                    for r in results.values())
+        if not ran_all:
+            ended_in = m
+            break
+        in_cases += sum(r.seconds for r in results.values())
+        if all(r.verdict == "OK" for r in results.values()):
+            out = [results[t.name] for t in m.tests]
+            m.runner.keep_summary(out)
+            passed[m.name] = out
+    if ended_in is None and not clean:
+        # Every case ran and the launch still failed (in MPI_Finalize, say): no exercise of
+        # it is taken from here.
+        passed = {}
+    if clean and members:
+        members[0].runner.start_seconds = max(members[0].runner.start_seconds,
+                                              res.seconds - in_cases)
+    return passed, ended_in
