@@ -273,19 +273,27 @@ $(BUILD)/bench/%/bench: $(BUILD)/grader/lectures/$$(notdir $$*)/bench.o $$(call 
 # ---------------------------------------------------------- resident programs
 
 # make grade runs a lecture's exercises in one launch (common/resident.c,
-# grader/resident.py): build/resident/<tree>/<lecture>/resident links each
+# grader/resident.py): build/resident/<dir>/<lecture>/resident links each
 # exercise's own object with its main renamed xt_entry_<exercise> and every
 # other symbol made local (objcopy -G), so that two files' helpers of one name
 # stay apart, with the lecture's kit; libxt's xt_resident_main is its main. The
-# exercises it holds are those the grader lists in exercises.txt beside it.
-resident_objs = $(addprefix $(BUILD)/resident/$(1)/,$(addsuffix .o,\
-                  $(file <$(BUILD)/resident/$(1)/exercises.txt)))
+# objects it links are those the grader lists in objects.txt beside it, each as
+# its program's path under build/ (solutions/lc1_basic/fun_barrier). A mutant's
+# (build/mutants/<mutant>/...) is entered as xt_entry_<mutant>: the mutants of
+# one exercise share a resident program (grader/mutants.py).
+resident_objs = $(addprefix $(BUILD)/resident/,$(addsuffix .o,\
+                  $(file <$(BUILD)/resident/$(1)/objects.txt)))
 
 $(BUILD)/resident/%.o: $(BUILD)/%.o
 	@mkdir -p $(@D)
 	$(OBJCOPY) --redefine-sym main=xt_entry_$(notdir $*) -G xt_entry_$(notdir $*) $< $@
 
-$(BUILD)/resident/%/resident: $(BUILD)/resident/%/exercises.txt $$(call resident_objs,$$*) \
+$(BUILD)/resident/build/mutants/%.o: $(BUILD)/build/mutants/%.o
+	@mkdir -p $(@D)
+	$(OBJCOPY) --redefine-sym main=xt_entry_$(firstword $(subst /, ,$*)) \
+	  -G xt_entry_$(firstword $(subst /, ,$*)) $< $@
+
+$(BUILD)/resident/%/resident: $(BUILD)/resident/%/objects.txt $$(call resident_objs,$$*) \
                               $$(call kit_objs,$$(notdir $$*)) $(LIBXT)
 	$(MPICC) $(XT_LDFLAGS) $(LDFLAGS) -Wl,-u,xt_resident_main -Wl,--defsym=main=xt_resident_main \
 	  $(filter %.o,$^) $(LIBXT) $(LDLIBS) -o $@

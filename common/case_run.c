@@ -15,6 +15,8 @@
  *
  * so one launch grades several world sizes, and code that talks on
  * MPI_COMM_WORLD instead of its communicator mixes the groups' data up.
+ * In a resident launch (resident.c) the world is the running exercise's
+ * own, xti.case_world, and the ranks above it are idle in every case.
  * Each case gets a fresh duplicate of its group's communicator, so a stray
  * message cannot leak into the next case.
  *

@@ -168,6 +168,7 @@ def selftest(s):
              "TODO over its bound are refused", not bad, bad)
     test_event_lines(s)
     test_resident(s)
+    test_shared_mutants(s)
     test_grade_profile(s)  # first: its grade leaves the files libxt wrote that read_npy reads
     test_read_npy(s)
     test_launcher_words(s)
@@ -395,6 +396,32 @@ def test_resident(s):
     s.record("resident launches: a lecture with a TODO, a WRONG and a DEADLOCK among its "
              "exercises, in four world sizes, gets the very report one launch per exercise "
              "gives, in 7 launches where that takes 9", not problems, problems)
+
+
+def test_shared_mutants(s):
+    """mutants.py's shared launches: seven mutants of one exercise, one of which crashes,
+    give the outcomes (verdict and report) they get graded one by one."""
+    names = ["ovl_co", "ovl_ex", "ovl_s"]
+
+    def outcomes(shared):
+        mutants.SHARED = shared
+        try:
+            return sorted((o.name, o.ok, o.summary) for o in mutants.run_all(names, seed=4242))
+        finally:
+            mutants.SHARED = True
+
+    alone, shared = outcomes(False), outcomes(True)
+    launches = sorted(os.path.basename(p) for p in glob.glob(os.path.join(
+        "build", "grade", "mutants", "lc7_ep", "moe_overlap", "launch*")))
+    problems = [f"alone: {a}" for a in alone if a not in shared]
+    problems += [f"shared: {b}" for b in shared if b not in alone]
+    problems += [f"{name}: {summary}" for name, ok, summary in shared if not ok]
+    if len(shared) != 7 or launches != ["launch1", "launch2"]:
+        problems.append(f"{len(shared)} mutants, shared launches {launches}: expected 7, "
+                        f"launch1 (ended by the crash) and launch2 (the rest)")
+    s.record("mutants: seven of one exercise, one crashing, in shared launches (two: the "
+             "crash ends the first) get the outcomes they get one by one", not problems,
+             problems)
 
 
 def harness_tag(tree):

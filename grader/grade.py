@@ -461,13 +461,14 @@ def grade_lecture(req, lec, report, tally):
         present = [ex for ex in exercises if os.path.exists(sources[ex])]
         if shares_launches(req, present):
             program = resident.program_of(binaries[present[0]])
-            resident.write_list(program, present)
+            resident.write_list(program, [binaries[ex] for ex in present])
         failed = builds.build([binaries[ex] for ex in present] + ([program] if program else []),
                               san=args.san, cov=args.coverage)
         if program in failed and any(binaries[ex] in failed for ex in present):
             # A file that does not compile keeps the others' resident program from linking.
             del failed[program]
-            resident.write_list(program, [ex for ex in present if binaries[ex] not in failed])
+            resident.write_list(program, [binaries[ex] for ex in present
+                                          if binaries[ex] not in failed])
             failed.update(builds.build([program]))
         obj = ".cu.o" if args.device == "cuda" else ".o"
         builds.undefined_symbols([binaries[ex] + obj for ex in exercises])  # one nm for all

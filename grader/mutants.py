@@ -17,6 +17,11 @@ An optional `args:` line adds options of grader/grade.py to that grade
 (`args: --san`: built and run with AddressSanitizer, as make grade SAN=1).
 The grade first runs the test's cases of np <= 2 only (SMALL_WORLD), where
 most mutants fail; a mutant not caught as expected there is graded in full.
+The small-world grades of one exercise's mutants share resident launches
+(grader/resident.py: one program per exercise, each mutant entered under its
+own name, run and judged from its own files as its own grade would); a mutant
+not caught as expected there, or the one that ended a shared launch, is graded
+on its own. XT_RESIDENT=0 grades every mutant on its own.
 
     grader/mutants.py                 run them all
     grader/mutants.py NAME ...        run some (substring match)
@@ -141,6 +146,9 @@ class Outcome:
     skipped: bool = False  # a CUDA mutant on a machine without a GPU: compiled only
 
 
+# XT_RESIDENT=0: every mutant graded on its own, as make grade then grades each exercise.
+SHARED = os.environ.get("XT_RESIDENT", "1") != "0"
+
 # Mutants that hang are caught sooner with a shorter watchdog; correct cases
 # take milliseconds, so 5 s leaves a wide margin.
 MUTANT_WATCHDOG = 5
@@ -155,10 +163,22 @@ def run_one(path, seed, python):
     name = os.path.splitext(os.path.basename(path))[0]
     try:
         m = parse(path)
-        with open(os.path.join(ROOT, m.target)) as f:
-            text = apply(f.read(), m.hunks)
+        tree, rel = write_tree(m)
     except (PatchError, OSError) as e:
         return Outcome(name, False, f"cannot apply: {e}", [], time.monotonic() - start)
+    if not m.target.endswith(".cu") and not any(a in m.args for a in ("--case", "--max-np")):
+        data, output = grade(m, tree, seed, python, SMALL_WORLD)
+        if data and verdict_of(m, data) not in (None, "SKIPPED", "OK"):
+            small = judge(m, tree, rel, start, (data, output))
+            if small.ok:
+                return small
+    return judge(m, tree, rel, start, grade(m, tree, seed, python))
+
+
+def write_tree(m):
+    """Writes the mutant's tree; (the tree, the exercise file's path inside it)."""
+    with open(os.path.join(ROOT, m.target)) as f:
+        text = apply(f.read(), m.hunks)
     # The mutant tree: build/mutants/<name>/<lecture>/<exercise>.c. A mutant of an
     # exercise's driver (grader/lectures/<lecture>/drivers/<exercise>.c) is written at that
     # path inside the tree, beside the solution's unchanged exercise, where make takes it
@@ -177,13 +197,7 @@ def run_one(path, seed, python):
         if old != content:
             with open(dest, "w") as f:
                 f.write(content)
-    if not m.target.endswith(".cu") and not any(a in m.args for a in ("--case", "--max-np")):
-        data, output = grade(m, tree, seed, python, SMALL_WORLD)
-        if data and verdict_of(m, data) not in (None, "SKIPPED", "OK"):
-            small = judge(m, tree, rel, start, (data, output))
-            if small.ok:
-                return small
-    return judge(m, tree, rel, start, grade(m, tree, seed, python))
+    return tree, rel
 
 
 # Most mutants fail on a case of the smallest worlds, which come first in every grade
@@ -348,12 +362,18 @@ def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
                   for c in sorted(glob.glob(os.path.join(HERE, "lectures", lec, "kit", "*.c")))]
         subprocess.run(["make", "-s", "--no-print-directory", "SAN=1", "build/san/common/libxt.a"]
                        + shared, cwd=ROOT, check=False)
+    done = set()
+    if SHARED:
+        for path, outcome in shared_grades(paths, seed, jobs):
+            done.add(path)
+            yield outcome
     # Closed, not terminated, when every mutant is done: terminate would SIGTERM the
     # workers, whose handler (the grader's, installed by grade.main) raises
     # KeyboardInterrupt wherever they are, even inside the pool's own locks.
     pool = multiprocessing.get_context("fork").Pool(jobs, initializer=start_worker)
     try:
-        for outcome in pool.imap(run_one_args, [(p, seed, python) for p in paths]):
+        for outcome in pool.imap(run_one_args, [(p, seed, python) for p in paths
+                                                if p not in done]):
             yield outcome
         pool.close()
     except BaseException:
@@ -365,6 +385,132 @@ def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
 
 def run_one_args(args):
     return run_one(*args)
+
+
+# ---------------------------------------------------------------- shared launches
+
+# Most mutants are caught in the small world by a grade that is mostly starting ranks, so
+# the small-world grades of one exercise's mutants share resident launches (resident.py):
+# each mutant's object, entered as xt_entry_<mutant>, in one program per exercise, every
+# mutant's cases run and judged from its own files as its own grade would. A mutant caught
+# there as expected is done; any other (its verdict or report not the expected one, or the
+# one that ended a shared launch) is graded on its own, as before, small world then full.
+
+def shareable(m):
+    """A C file with no grade options of its own, expected to build."""
+    return not m.target.endswith(".cu") and not m.args and m.expect != "BUILD"
+
+
+def shared_grades(paths, seed, jobs):
+    """Yields (path, Outcome) for each mutant of paths caught as expected in a shared
+    launch: the small world's first, then, for those it did not catch, the full world's.
+    The others are left out (as is a mutant that ended a shared launch)."""
+    groups = shared_groups(paths, jobs)
+    ended = []
+    for max_np in (SMALL_WORLD, None):
+        for (lec, ex), (program, group) in sorted(groups.items()):
+            group[:] = [g for g in group if g[1].name not in ended]
+            for path, outcome in grade_group(lec, ex, program, group, seed, max_np, ended):
+                group[:] = [g for g in group if g[0] != path]
+                yield path, outcome
+
+
+def shared_groups(paths, jobs):
+    """{(lecture, exercise): (its resident program, [(path, mutant, tree)])} of the
+    shareable mutants, their trees written and their programs built (one make for all; a
+    group whose program does not link, a mutant that does not compile, is left out)."""
+    import resident
+    groups = {}
+    for path in paths:
+        try:
+            m = parse(path)
+            if not shareable(m):
+                continue
+            tree, rel = write_tree(m)
+        except (PatchError, OSError):
+            continue
+        exercise = os.path.splitext(os.path.basename(rel))[0]
+        groups.setdefault((m.lecture, exercise), []).append((path, m, tree))
+    programs = {}
+    for (lec, ex), group in groups.items():
+        program = os.path.join("build", "resident", "mutants", ex, lec, "resident")
+        resident.write_list(program, [binary_of(tree, lec, ex) for _, _, tree in group])
+        programs[lec, ex] = program
+    subprocess.run(["make", "-s", "--no-print-directory", "-k", f"-j{jobs}"]
+                   + sorted(programs.values()), cwd=ROOT, capture_output=True, text=True)
+    return {key: (programs[key], group) for key, group in groups.items()
+            if built_after(programs[key], [binary_of(tree, *key) + ".o"
+                                           for _, _, tree in group])}
+
+
+def grade_group(lec, ex, program, group, seed, max_np, ended):
+    """(path, Outcome) of each mutant of one exercise's group caught as expected in shared
+    launches of its program, in a world of at most max_np ranks (None: the full grade)."""
+    import grade as grader
+    import lectures
+    import resident
+    start = time.monotonic()
+    objects = [binary_of(tree, lec, ex) + ".o" for _, _, tree in group]
+    scanned = grader.builds.undefined_symbols(objects)  # one nm for the group
+    members, of, judged = [], {}, {}
+    for path, m, tree in group:
+        argv = ["--lc", lec, "--tree", tree, "--ex", m.test, "--seed", str(seed), "--watchdog",
+                str(MUTANT_WATCHDOG), "--quiet"] + (["--max-np", str(max_np)] if max_np else [])
+        args = grader.parse_args(argv)
+        req = grader.check_request(args)
+        tests, exercises, every = grader.select_tests(req, lectures.load(lec))
+        source = os.path.normpath(os.path.join(tree, lec, ex + ".c"))
+        binary = binary_of(tree, lec, ex)
+        if exercises != [ex] or binary + ".o" not in scanned:
+            continue
+        of[m.name] = (path, m, tree, args)
+        bad = grader.forbidden(req, tests, source, binary)
+        if bad:  # grade_exercise's RULE, which runs nothing
+            judged[m.name] = [harness_result(t, "RULE", [f"{source} {bad[0]}"]) for t in tests]
+            continue
+        # A test that must end its run (spec.Test.refusal) has launches of its own in any
+        # grade: left to the mutant's own grade, with those it is judged on.
+        if any(t.refusal and t.name == m.test for t in tests):
+            continue
+        tests = [t for t in tests if not t.refusal]
+        if not resident.runnable(binary, tests, linked=False):
+            continue
+        members.append(resident.Member(m.name, grader.runner_of(req, lec, ex, every, source,
+                                                                binary), tests))
+    if len(members) > 1:
+        judged.update(resident.grade(members, program, os.path.join(
+            "build", "grade", "mutants", lec, ex), accept=lambda r: True, ended=ended))
+    for name, results in judged.items():
+        path, m, tree, args = of[name]
+        tests = []
+        for r in results:
+            if r.memory_damage:
+                r.lines.append(grader.memory_advice(args, lec, ex, seed))
+            tests.append({"test": r.test.name, "verdict": r.verdict, "details": r.lines})
+        data = {"lectures": [{"name": lec, "tests": tests}]}
+        if verdict_of(m, data) in (None, "SKIPPED", "OK"):
+            continue
+        outcome = judge(m, tree, os.path.join(lec, ex + ".c"), start, (data, ""))
+        if outcome.ok:
+            yield path, outcome
+
+
+def harness_result(test, verdict, lines):
+    import harness
+    return harness.TestResult(test, verdict=verdict, lines=lines)
+
+
+def binary_of(tree, lecture, exercise):
+    return os.path.join("build", tree, lecture, exercise)
+
+
+def built_after(program, objects):
+    """Whether program was linked after every one of its objects was built."""
+    try:
+        linked = os.stat(os.path.join(ROOT, program)).st_mtime_ns
+        return all(os.stat(os.path.join(ROOT, o)).st_mtime_ns <= linked for o in objects)
+    except OSError:
+        return False
 
 
 def main():

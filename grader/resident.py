@@ -44,11 +44,12 @@ def program_of(binary):
     return os.path.join(build, "resident", os.path.dirname(rest), "resident")
 
 
-def write_list(program, exercises):
-    """exercises.txt beside the program: which exercises make links into it. Rewritten
-    only when it changes, so that make relinks only then."""
-    path = os.path.join(os.path.dirname(program), "exercises.txt")
-    text = "\n".join(exercises) + "\n"
+def write_list(program, binaries):
+    """objects.txt beside the program: which programs' objects make links into it, each
+    as its path under build/. Rewritten only when it changes, so that make relinks only
+    then."""
+    path = os.path.join(os.path.dirname(program), "objects.txt")
+    text = "\n".join(b.split(os.sep, 1)[1] for b in binaries) + "\n"
     try:
         with open(path) as f:
             if f.read() == text:
@@ -80,18 +81,25 @@ class Member:
         self.world, self.inputs, _, _ = r.prepare(self.plan, self.launch_dir)
 
 
-def runnable(binary, tests):
-    """Whether an exercise may share a launch: built, no TODO left in its object, and no
-    test that must end its run on purpose (spec.Test.refusal)."""
-    return (os.path.exists(binary) and not any(t.refusal for t in tests)
+def runnable(binary, tests, linked=True):
+    """Whether an exercise may share a launch: built (linked: its own program too), no
+    TODO left in its object, and no test that must end its run on purpose
+    (spec.Test.refusal)."""
+    return ((os.path.exists(binary) or not linked) and not any(t.refusal for t in tests)
             and TODO_SYMBOL not in builds.undefined_symbols([binary + ".o"]).get(binary + ".o",
                                                                                   set()))
 
 
-def grade(members, program, work_dir):
+def passed(results):
+    return all(r.verdict == "OK" for r in results)
+
+
+def grade(members, program, work_dir, accept=passed, ended=None):
     """Grades members (Member, in lecture order) in shared launches of program; returns
-    {exercise: its results} for those that passed there. The rest are the caller's."""
-    passed = {}
+    {name: its results} for those whose results accept takes (make grade: those that
+    passed; a mutant's runner takes any verdict, see mutants.py). The rest are the
+    caller's; the names of those that ended a shared launch are appended to ended."""
+    taken = {}
     pending = list(members)
     launches = 0
     if os.path.isdir(work_dir):
@@ -100,12 +108,14 @@ def grade(members, program, work_dir):
     while len(pending) > 1:
         launches += 1
         done, ended_in = launch_once(pending, program, os.path.join(work_dir, f"launch{launches}"))
-        passed.update(done)
+        taken.update({name: results for name, results in done.items() if accept(results)})
+        if ended_in is not None and ended is not None:
+            ended.append(ended_in.name)
         if ended_in is None or not started(ended_in):
             break  # ran to its end; or never reached its first exercise (MPI itself?)
         # The exercise the launch ended in is graded alone; those it never reached, together.
         pending = pending[pending.index(ended_in) + 1:]
-    return passed
+    return taken
 
 
 def started(member):
@@ -115,8 +125,9 @@ def started(member):
 
 
 def launch_once(members, program, launch_dir):
-    """One resident launch of members: ({exercise: results} of those that passed, the
-    member the launch ended in, or None when it ran to its end)."""
+    """One resident launch of members: ({name: results} of those whose every case ran, in
+    a launch that did not fail after them; the member the launch ended in, or None when it
+    ran to its end)."""
     for m in members:
         m.prepare()
     os.makedirs(launch_dir, exist_ok=True)
@@ -138,7 +149,7 @@ def launch_once(members, program, launch_dir):
                          log_path=os.path.join(launch_dir, "output.txt"))
     clean = res.returncode == 0 and not res.timed_out
 
-    passed, ended_in = {}, None
+    done, ended_in = {}, None
     in_cases = 0.0
     for m in members:
         # Each exercise judged from its own files, as after a launch of its own that ran
@@ -154,15 +165,14 @@ def launch_once(members, program, launch_dir):
             ended_in = m
             break
         in_cases += sum(r.seconds for r in results.values())
-        if all(r.verdict == "OK" for r in results.values()):
-            out = [results[t.name] for t in m.tests]
-            m.runner.keep_summary(out)
-            passed[m.name] = out
+        out = [results[t.name] for t in m.tests]
+        m.runner.keep_summary(out)
+        done[m.name] = out
     if ended_in is None and not clean:
         # Every case ran and the launch still failed (in MPI_Finalize, say): no exercise of
         # it is taken from here.
-        passed = {}
+        done = {}
     if clean and members:
         members[0].runner.start_seconds = max(members[0].runner.start_seconds,
                                               res.seconds - in_cases)
-    return passed, ended_in
+    return done, ended_in
