@@ -407,9 +407,9 @@ def ran(runner, tally):
 
 def shares_launches(req, exercises):
     """Whether this grade runs its lecture's exercises in resident launches (resident.py):
-    not where one program per exercise is the point (CASE=, SAN=1, DEVICE=, --coverage)."""
+    not where one program per exercise is the point (CASE=, SAN=1, DEVICE=)."""
     args = req.args
-    return (len(exercises) > 1 and args.case is None and not args.san and not args.coverage
+    return (len(exercises) > 1 and args.case is None and not args.san
             and args.device == "cpu" and resident.enabled())
 
 
@@ -459,17 +459,18 @@ def grade_lecture(req, lec, report, tally):
     program = None
     if not skipped:
         present = [ex for ex in exercises if os.path.exists(sources[ex])]
+        build = build_dir_of(args)
         if shares_launches(req, present):
-            program = resident.program_of(binaries[present[0]])
-            resident.write_list(program, [binaries[ex] for ex in present])
+            program = resident.program_of(binaries[present[0]], build)
+            resident.write_list(program, [binaries[ex] for ex in present], build)
         failed = builds.build([binaries[ex] for ex in present] + ([program] if program else []),
                               san=args.san, cov=args.coverage)
         if program in failed and any(binaries[ex] in failed for ex in present):
             # A file that does not compile keeps the others' resident program from linking.
             del failed[program]
             resident.write_list(program, [binaries[ex] for ex in present
-                                          if binaries[ex] not in failed])
-            failed.update(builds.build([program]))
+                                          if binaries[ex] not in failed], build)
+            failed.update(builds.build([program], cov=args.coverage))
         obj = ".cu.o" if args.device == "cuda" else ".o"
         builds.undefined_symbols([binaries[ex] + obj for ex in exercises])  # one nm for all
         # The MPI library as the programs name it (not the launcher, which may be srun).

@@ -13,11 +13,13 @@ whose every test is OK. Anything else (a WRONG, a RULE, a crash or hang that end
 launch, a launch that failed after its cases) is graded again in launches of its own, as
 if there were no resident launch, so that a neighbour can never decide a verdict; the
 exercises the ended launch never reached go into a fresh resident launch. An exercise
-whose object still calls xt_todo (a stub's TODO ends the launch by design) is not
+whose object still calls xt_todo_at (a stub's TODO ends the launch by design) is not
 started here at all.
 
 grade.py leaves the resident launch out where one program per exercise is the point:
-CASE=, SAN=1, DEVICE=, --coverage, a single exercise, and XT_RESIDENT=0.
+CASE=, SAN=1, DEVICE=, a single exercise, and XT_RESIDENT=0. Under --coverage (build/cov/)
+the resident program is linked from the gcov objects, whose counts go to each object's own
+.gcda file wherever it runs.
 """
 
 import os
@@ -37,19 +39,20 @@ def enabled():
     return os.environ.get("XT_RESIDENT", "1") != "0"
 
 
-def program_of(binary):
-    """The resident program of the lecture whose exercise binary this is:
-    build/<tree>/<lecture>/<exercise> -> build/resident/<tree>/<lecture>/resident."""
-    build, rest = binary.split(os.sep, 1)
-    return os.path.join(build, "resident", os.path.dirname(rest), "resident")
+def program_of(binary, build="build"):
+    """The resident program of the lecture whose exercise binary this is, in make's build
+    directory (build/cov/ under COV=1): <build>/<tree>/<lecture>/<exercise> ->
+    <build>/resident/<tree>/<lecture>/resident."""
+    return os.path.join(build, "resident", os.path.dirname(os.path.relpath(binary, build)),
+                        "resident")
 
 
-def write_list(program, binaries):
+def write_list(program, binaries, build="build"):
     """objects.txt beside the program: which programs' objects make links into it, each
-    as its path under build/. Rewritten only when it changes, so that make relinks only
-    then."""
+    as its path under the build directory. Rewritten only when it changes, so that make
+    relinks only then."""
     path = os.path.join(os.path.dirname(program), "objects.txt")
-    text = "\n".join(b.split(os.sep, 1)[1] for b in binaries) + "\n"
+    text = "\n".join(os.path.relpath(b, build) for b in binaries) + "\n"
     try:
         with open(path) as f:
             if f.read() == text:
