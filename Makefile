@@ -278,7 +278,7 @@ $(BUILD)/bench/%/bench: $(BUILD)/grader/lectures/$$(notdir $$*)/bench.o $$(call 
 # other symbol made local (objcopy -G), so that two files' helpers of one name
 # stay apart, with the lecture's kit; libxt's xt_resident_main is its main. The
 # objects it links are those the grader lists in objects.txt beside it, each as
-# its program's path under build/ (solutions/lc1_basic/fun_barrier). A mutant's
+# its program's path under build/ (solutions/<lecture>/<exercise>). A mutant's
 # (build/mutants/<mutant>/...) is entered as xt_entry_<mutant>: the mutants of
 # one exercise share a resident program (grader/mutants.py).
 resident_objs = $(addprefix $(BUILD)/resident/,$(addsuffix .o,\

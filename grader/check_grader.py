@@ -359,7 +359,7 @@ def test_resident(s):
     again alone) and one that deadlocks (it ends the shared launch; graded alone; the
     exercises after it share a fresh launch). Every verdict, report line and case must be
     what one launch per exercise gives, with the launches that design implies."""
-    lec = "lc7_ep"
+    lec = lecture_of_mutant("mfw_y_not_zeroed")
     tree = mutant_tree("resident_tree", lec, "mfw_y_not_zeroed", "gs_empty_rank_skips",
                        stubs=["topk_gradient"])
     args = ["--watchdog", "1"]
@@ -412,7 +412,8 @@ def test_shared_mutants(s):
 
     alone, shared = outcomes(False), outcomes(True)
     launches = sorted(os.path.basename(p) for p in glob.glob(os.path.join(
-        "build", "grade", "mutants", "lc7_ep", "moe_overlap", "launch*")))
+        "build", "grade", "mutants", lecture_of_mutant("ovl_serial"), "moe_overlap",
+        "launch*")))
     problems = [f"alone: {a}" for a in alone if a not in shared]
     problems += [f"shared: {b}" for b in shared if b not in alone]
     problems += [f"{name}: {summary}" for name, ok, summary in shared if not ok]
@@ -422,6 +423,12 @@ def test_shared_mutants(s):
     s.record("mutants: seven of one exercise, one crashing, in shared launches (two: the "
              "crash ends the first) get the outcomes they get one by one", not problems,
              problems)
+
+
+def lecture_of_mutant(name):
+    """The lecture whose grader/mutants/ folder holds this mutant."""
+    found = glob.glob(os.path.join(HERE, "mutants", "*", name + ".patch"))
+    return os.path.basename(os.path.dirname(found[0])) if found else None
 
 
 def harness_tag(tree):

@@ -28,7 +28,9 @@ objects of a lecture's programs, kit and bench driver leave undefined
 (build/<lecture>/, build/solutions/<lecture>/, build/grader/lectures/<lecture>/),
 followed through libxt's own calls. single_lecture() reports a file that
 exactly one lecture uses: it belongs in that lecture's kit. The CUDA layer
-(cuda.cu) is libxt's whatever lectures have CUDA exercises (DEVICE_LAYER).
+(cuda.cu) is libxt's whatever lectures have CUDA exercises (DEVICE_LAYER), and
+resident.c is the main the grader links into every lecture's resident program
+(GRADER_MAIN), which no object calls.
 
     python3 grader/libxt_layers.py [--root DIR]   prints the layers, each file's
                                                   lectures and the problems; exit 1 on any
@@ -298,6 +300,10 @@ def check(root=ROOT):
 # places in libxt whichever lectures have CUDA exercises.
 DEVICE_LAYER = ("cuda.cu",)
 
+# The main of the grader's resident programs (grader/resident.py), which every lecture's
+# grade links by name (-u xt_resident_main), not through a symbol its objects use.
+GRADER_MAIN = ("resident.c",)
+
 
 def lectures_of(root):
     return sorted(os.path.basename(os.path.dirname(p))
@@ -336,7 +342,7 @@ def single_lecture(used):
     return [f"common/{src} is used by {next(iter(lecs))} alone: it belongs in that lecture's "
             f"kit (grader/lectures/{next(iter(lecs))}/kit/)"
             for src, lecs in sorted(used.items())
-            if len(lecs) == 1 and src not in DEVICE_LAYER]
+            if len(lecs) == 1 and src not in DEVICE_LAYER + GRADER_MAIN]
 
 
 def main():
