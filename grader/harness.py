@@ -212,6 +212,13 @@ class Runner:
         self.last_launch_dir = ""  # where the latest launch's cases are
         # grade.py --margins: test name -> (worst |error| / tolerance, case label, output)
         self.margins = {}
+        # The program the cases ran in, when not the exercise's own (a resident launch's):
+        # the code addresses in its ranks' reports are that program's.
+        self.ran_in = None
+
+    @property
+    def symbols(self):
+        return self.ran_in or self.ex.binary
 
 
     def watchdog_of(self, test):
@@ -535,7 +542,7 @@ class Runner:
             for r, rec in enumerate(group):
                 for kind, text in rec.notes:
                     if kind in REQUEST_NOTES:
-                        text = resolve_sites(text, self.ex.binary, self.ex.sources)
+                        text = resolve_sites(text, self.symbols, self.ex.sources)
                         return Failure("RULE", case, [f"{label}: rank {r} {text}"])
             if test.files:
                 broken = test.files(case, inp, outputs_of(cdir, g, case.np),
@@ -640,11 +647,11 @@ class Runner:
         if crash:
             s = min(crash, key=lambda line: line.us)  # the first failure, usually the cause
             if s.asan:
-                return Failure("CRASH", case, asan_report(s.asan, self.ex.binary, self.ex.sources,
+                return Failure("CRASH", case, asan_report(s.asan, self.symbols, self.ex.sources,
                                                           f"{label}: rank {s.rank}: {s.text}"),
                                s.group)
             lines = [f"{label}: rank {s.rank}: {s.text}"]
-            frames = short_backtrace(s.backtrace, self.ex.binary, self.ex.sources)
+            frames = short_backtrace(s.backtrace, self.symbols, self.ex.sources)
             if frames:
                 lines.append("in " + " <- ".join(frames[:4]))
             glibc = heap_damage(s, self.messages(res, k))
@@ -658,7 +665,7 @@ class Runner:
                                  self.watchdog, [s for s in mine if s.kind == "LEDGER"])
         asan = asan_in_output(self.messages(res, k))
         if asan:  # before libxt could write a status file
-            return Failure("CRASH", case, asan_report(asan, self.ex.binary, self.ex.sources,
+            return Failure("CRASH", case, asan_report(asan, self.symbols, self.ex.sources,
                                                       f"{label}: AddressSanitizer"))
         if res.timed_out:
             return Failure("TIMEOUT", case, [f"{label}: the run did not finish within "

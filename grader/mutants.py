@@ -28,6 +28,7 @@ on its own. XT_RESIDENT=0 grades every mutant on its own.
 """
 
 import argparse
+import concurrent.futures
 import dataclasses
 import glob
 import importlib
@@ -407,12 +408,20 @@ def shared_grades(paths, seed, jobs):
     The others are left out (as is a mutant that ended a shared launch)."""
     groups = shared_groups(paths, jobs)
     ended = []
-    for max_np in (SMALL_WORLD, None):
-        for (lec, ex), (program, group) in sorted(groups.items()):
-            group[:] = [g for g in group if g[1].name not in ended]
-            for path, outcome in grade_group(lec, ex, program, group, seed, max_np, ended):
-                group[:] = [g for g in group if g[0] != path]
-                yield path, outcome
+    # The groups' launches `jobs` at a time, on threads: a launch mostly waits on its ranks
+    # (a hanging mutant on its watchdog), and a group's Python is short.
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        for max_np in (SMALL_WORLD, None):
+            running = []
+            for (lec, ex), (program, group) in sorted(groups.items()):
+                group[:] = [g for g in group if g[1].name not in ended]
+                running.append(pool.submit(lambda *a: list(grade_group(*a)), lec, ex,
+                                           program, list(group), seed, max_np, ended))
+            for future in concurrent.futures.as_completed(running):
+                for path, outcome in future.result():
+                    for _, group in groups.values():
+                        group[:] = [g for g in group if g[0] != path]
+                    yield path, outcome
 
 
 def shared_groups(paths, jobs):
@@ -436,8 +445,13 @@ def shared_groups(paths, jobs):
         program = os.path.join("build", "resident", "mutants", ex, lec, "resident")
         resident.write_list(program, [binary_of(tree, lec, ex) for _, _, tree in group])
         programs[lec, ex] = program
+    # The objects themselves too: the grade reads their symbols, and make leaves out an
+    # intermediate file that a newer program no longer needs.
+    objects = [binary_of(tree, lec, ex) + ".o" for (lec, ex), group in groups.items()
+               for _, _, tree in group]
     subprocess.run(["make", "-s", "--no-print-directory", "-k", f"-j{jobs}"]
-                   + sorted(programs.values()), cwd=ROOT, capture_output=True, text=True)
+                   + sorted(programs.values()) + objects, cwd=ROOT, capture_output=True,
+                   text=True)
     return {key: (programs[key], group) for key, group in groups.items()
             if built_after(programs[key], [binary_of(tree, *key) + ".o"
                                            for _, _, tree in group])}
@@ -477,9 +491,10 @@ def grade_group(lec, ex, program, group, seed, max_np, ended):
             continue
         members.append(resident.Member(m.name, grader.runner_of(req, lec, ex, every, source,
                                                                 binary), tests))
-    if len(members) > 1:
+    if members:  # even one: its own grade would be two launches (small world, full)
         judged.update(resident.grade(members, program, os.path.join(
-            "build", "grade", "mutants", lec, ex), accept=lambda r: True, ended=ended))
+            "build", "grade", "mutants", lec, ex), accept=lambda r: True, ended=ended,
+            take_ended=True, least=1))
     for name, results in judged.items():
         path, m, tree, args = of[name]
         tests = []

@@ -16,6 +16,11 @@ exercises the ended launch never reached go into a fresh resident launch. An exe
 whose object still calls xt_todo_at (a stub's TODO ends the launch by design) is not
 started here at all.
 
+grader/mutants.py shares launches among the mutants of one exercise, each entered under its
+own name, and takes every verdict from them, a mutant's whose crash or hang ended a launch
+included (for the tests it reached): a mutant is judged on its verdict and report, and one
+not caught as expected there is graded on its own anyway.
+
 grade.py leaves the resident launch out where one program per exercise is the point:
 CASE=, SAN=1, DEVICE=, a single exercise, and XT_RESIDENT=0. Under --coverage (build/cov/)
 the resident program is linked from the gcov objects, whose counts go to each object's own
@@ -97,20 +102,23 @@ def passed(results):
     return all(r.verdict == "OK" for r in results)
 
 
-def grade(members, program, work_dir, accept=passed, ended=None):
+def grade(members, program, work_dir, accept=passed, ended=None, take_ended=False, least=2):
     """Grades members (Member, in lecture order) in shared launches of program; returns
     {name: its results} for those whose results accept takes (make grade: those that
-    passed; a mutant's runner takes any verdict, see mutants.py). The rest are the
-    caller's; the names of those that ended a shared launch are appended to ended."""
+    passed, never one that ended a launch; the mutants' runner takes any verdict, and with
+    take_ended the results of the tests a mutant that ended a launch reached, see
+    mutants.py). The rest are the caller's; the names of those that ended a shared launch
+    are appended to ended. A launch is shared by at least `least` members."""
     taken = {}
     pending = list(members)
     launches = 0
     if os.path.isdir(work_dir):
         with clock.timed("cleanup"):
             shutil.rmtree(work_dir, ignore_errors=True)
-    while len(pending) > 1:
+    while len(pending) >= least:
         launches += 1
-        done, ended_in = launch_once(pending, program, os.path.join(work_dir, f"launch{launches}"))
+        done, ended_in = launch_once(pending, program,
+                                     os.path.join(work_dir, f"launch{launches}"), take_ended)
         taken.update({name: results for name, results in done.items() if accept(results)})
         if ended_in is not None and ended is not None:
             ended.append(ended_in.name)
@@ -127,10 +135,11 @@ def started(member):
     return os.path.exists(os.path.join(member.launch_dir, "status.r0.txt"))
 
 
-def launch_once(members, program, launch_dir):
+def launch_once(members, program, launch_dir, take_ended=False):
     """One resident launch of members: ({name: results} of those whose every case ran, in
-    a launch that did not fail after them; the member the launch ended in, or None when it
-    ran to its end)."""
+    a launch that did not fail after them, and with take_ended of the one it ended in, for
+    the tests it reached; the member the launch ended in, or None when it ran to its
+    end)."""
     for m in members:
         m.prepare()
     os.makedirs(launch_dir, exist_ok=True)
@@ -155,6 +164,7 @@ def launch_once(members, program, launch_dir):
     done, ended_in = {}, None
     in_cases = 0.0
     for m in members:
+        m.runner.ran_in = program
         # Each exercise judged from its own files, as after a launch of its own that ran
         # to its end; an exercise the launch ended in or before shows cases not run.
         alone = launch.Result(0, 0.0, False, "")
@@ -166,12 +176,17 @@ def launch_once(members, program, launch_dir):
                                     for r in results.values())
         if not ran_all:
             ended_in = m
+            if take_ended:
+                # Judged as its own launch that ended the same way: with the launch's end.
+                results, _ = m.runner.evaluate(m.tests, m.plan, m.world, m.inputs, res,
+                                               status, m.launch_dir)
+                done[m.name] = [results[t.name] for t in m.tests if t.name in results]
             break
         in_cases += sum(r.seconds for r in results.values())
         out = [results[t.name] for t in m.tests]
         m.runner.keep_summary(out)
         done[m.name] = out
-    if ended_in is None and not clean:
+    if ended_in is None and not clean and not take_ended:
         # Every case ran and the launch still failed (in MPI_Finalize, say): no exercise of
         # it is taken from here.
         done = {}
