@@ -2,9 +2,21 @@
  * case.c: one case of case mode, as the program under test sees it: its
  * parameters, its inputs and outputs, and the guard bytes around them.
  *
- * The grader writes the inputs of case k as DIR/c<k>/g<g>.r<r>.<name>.npy
- * (or, the same for every rank of a group, DIR/c<k>/g<g>.<name>.npy), and
- * every rank of a group writes its outputs as DIR/c<k>/g<g>.r<r>.<name>.npy.
+ * The grader writes the inputs of group g of case k into one file,
+ * DIR/c<k>/g<g>.inputs, and every rank of the group writes its outputs into
+ * one file of its own, DIR/c<k>/g<g>.r<r>.outputs: a file per group and per
+ * rank, not per array, since a grade makes thousands of cases and creating
+ * and removing a file is most of what an array costs. Both files are arrays
+ * one after the other, each a line with its name and then the array in .npy
+ * form:
+ *
+ *     r0.x\n <.npy of rank 0's x>  r1.x\n <.npy>  lr\n <.npy of every rank's lr> ...
+ *
+ * (an input for one rank is named r<rank>.<name>, one for every rank of the
+ * group plain <name>; outputs are plain names, and a later output of a name
+ * replaces an earlier one). Inputs in files of their own, DIR/c<k>/g<g>.r<r>.
+ * <name>.npy, DIR/c<k>/g<g>.<name>.npy or DIR/c<k>/<name>.npy, are still read
+ * where the inputs file has no such array (the benches write theirs so).
  * Inputs and outputs live in buffers with guard bytes on both sides, checked
  * when the function returns, and a const input is compared with a copy.
  * Built with AddressSanitizer, the guard bytes are poisoned for it too: the
@@ -186,6 +198,47 @@ static void input_path(const xt_case *c, const char *name, char *out, size_t cap
     snprintf(out, cap, "%s/%s.npy", c->dir, name);
 }
 
+/* The array called `name` in the group's inputs file: 0 and *out, 1 when the file or the
+ * array is absent, -1 and err when the file is damaged. */
+static int packed_input(xt_case *c, const char *name, xt_array *out, char *err, size_t cap)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/g%d.inputs", c->dir, c->group);
+    if (!c->inputs_read) {
+        c->inputs_read = 1;
+        struct stat sb;
+        if (stat(path, &sb) == 0 &&
+            xti_file_slurp(path, &c->inputs, &c->inputs_bytes, err, cap) != 0)
+            return -1;
+    }
+    if (!c->inputs)
+        return 1;
+    char mine[96];
+    snprintf(mine, sizeof mine, "r%d.%s", c->rank, name);
+    const char *wanted[2] = {mine, name}; /* this rank's own first, then the group's */
+    for (int w = 0; w < 2; w++) {
+        size_t at = 0, len = c->inputs_bytes;
+        while (at < len) {
+            const unsigned char *nl = memchr(c->inputs + at, '\n', len - at);
+            if (!nl)
+                break;
+            size_t nlen = (size_t)(nl - (c->inputs + at)), used = 0;
+            int match = nlen == strlen(wanted[w]) && memcmp(c->inputs + at, wanted[w], nlen) == 0;
+            at += nlen + 1;
+            xt_array a;
+            if (xti_npy_parse(c->inputs + at, len - at, path, &a, &used, err, cap) != 0)
+                return -1;
+            at += used;
+            if (match) {
+                *out = a;
+                return 0;
+            }
+            free(a.data);
+        }
+    }
+    return 1;
+}
+
 /* Names are identifiers: no way to reach another rank's file through one. */
 static void check_name(const xt_case *c, const char *name)
 {
@@ -202,10 +255,15 @@ static xt_array load_guarded(xt_case *c, const char *name, int keep_original)
 {
     char path[4096], err[512];
     check_name(c, name);
-    input_path(c, name, path, sizeof path);
     xt_array a;
-    if (xti_npy_read(path, &a, err, sizeof err) != 0)
+    int found = packed_input(c, name, &a, err, sizeof err);
+    if (found < 0)
         xt_die("%s", err);
+    if (found > 0) {
+        input_path(c, name, path, sizeof path);
+        if (xti_npy_read(path, &a, err, sizeof err) != 0)
+            xt_die("%s", err);
+    }
     guarded *g = new_guarded(c, name, a.count, a.dtype);
     memcpy(g->block + GUARD, a.data, g->bytes);
     if (keep_original)
@@ -257,22 +315,32 @@ void xt_case_output(xt_case *c, const char *name, const void *data, xt_dtype dt,
         return;
     }
     check_name(c, name);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/g%d.r%d.%s.npy", c->dir, c->group, c->rank, name);
     long shape[1] = {count};
+    const void *from = data;
 #ifdef XT_ASAN
     /* A count larger than the buffer is the program's bug, and the grader reports it from the
      * values, as without AddressSanitizer: libxt's own read past the end is no finding. */
     size_t bytes = (size_t)count * xt_dtype_size(dt);
+    unsigned char *copy = NULL;
     if (bytes && __asan_region_is_poisoned((void *)(uintptr_t)data, bytes)) {
-        unsigned char *copy = xt_malloc(bytes);
+        copy = xt_malloc(bytes);
         copy_unchecked(copy, data, bytes);
-        xt_npy_write(path, copy, dt, 1, shape);
-        free(copy);
-        return;
+        from = copy;
     }
 #endif
-    xt_npy_write(path, data, dt, 1, shape);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/g%d.r%d.outputs", c->dir, c->group, c->rank);
+    if (!c->outputs) {
+        c->outputs = fopen(path, "wb");
+        XT_CHECK(c->outputs, "cannot create %s: %s", path, strerror(errno));
+    }
+    /* Flushed at once: what a rank wrote before it crashed is still there to read. */
+    int ok = fprintf(c->outputs, "%s\n", name) > 0 &&
+             xti_npy_fwrite(c->outputs, from, dt, 1, shape) == 0 && fflush(c->outputs) == 0;
+#ifdef XT_ASAN
+    free(copy);
+#endif
+    XT_CHECK(ok, "cannot write %s: %s", path, strerror(errno));
 }
 
 void xt_case_note(xt_case *c, const char *fmt, ...)
@@ -336,6 +404,13 @@ void xti_case_check_buffers(xt_case *c)
     free(c->bufs);
     c->bufs = NULL;
     c->nbufs = c->capbufs = 0;
+    free(c->inputs);
+    c->inputs = NULL;
+    c->inputs_bytes = 0;
+    c->inputs_read = 0;
+    if (c->outputs)
+        fclose(c->outputs);
+    c->outputs = NULL;
     if (described == c)
         described = NULL;
 }

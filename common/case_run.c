@@ -26,6 +26,13 @@
  * events for the case, its time, and the notes. The grader reads those;
  * docs/grader.md has more.
  *
+ * A case whose input the exercise must refuse (a refusal test: M not a
+ * multiple of np) ends its run in xt_die, so it has a launch of its own;
+ * in a resident launch its line says refuse=<the exercise's file>, and an
+ * xt_die from that file ends only the case on that rank (run_refusable),
+ * which then writes its record and goes on to the next case. A rank the
+ * others wait for in vain is the watchdog's, as any hang.
+ *
  * What the function prints, on stdout or stderr, goes to the case's output
  * file, DIR/c<k>/g<g>.r<r>.out.txt (removed when empty), so the grader can
  * show a failing case's own lines; libxt's messages still go to the rank's
@@ -122,6 +129,19 @@ typedef struct {
     int np;
     MPI_Comm comm; /* this rank's group of np, or MPI_COMM_NULL */
 } group_comm;
+
+/* Runs one case whose input the exercise must refuse, in a resident launch: 1 when the
+ * exercise's own file called xt_die (core_err.c jumps back here), 0 when it returned. The
+ * jump lands in this small frame, whose locals do not change after setjmp. */
+static int run_refusable(void (*run_case)(xt_case *c), xt_case *c, const char *file)
+{
+    if (setjmp(xti.refusal_point) != 0)
+        return 1;
+    xti.refusal_file = file;
+    run_case(c);
+    xti.refusal_file = NULL;
+    return 0;
+}
 
 void xt_run_cases(void (*run_case)(xt_case *c))
 {
@@ -228,13 +248,18 @@ void xt_run_cases(void (*run_case)(xt_case *c))
         xti_record_begin();
         atomic_store(&xti.phase, XTI_PHASE_USER);
         double t0 = xti_now();
-        run_case(&c);
+        /* A case to refuse runs so only in a resident launch: anywhere else xt_die ends
+         * the run, as a student's own launch would. */
+        const char *refuse = xti.resident ? xti_case_param(&c, "refuse") : NULL;
+        int refused = refuse ? run_refusable(run_case, &c, refuse) : (run_case(&c), 0);
         double seconds = xti_now() - t0;
         atomic_store(&xti.phase, XTI_PHASE_DONE);
         output_end(out_fd, out);
 
         xti_case_check_buffers(&c);
         xti_mem_check();
+        if (refused) /* what the exercise held when it stopped counts in no later case */
+            xti_mem_uncount_live();
         xti_check_pending_requests();
         char rec[4096];
         snprintf(rec, sizeof rec, "%s/g%d.r%d.mpi.txt", c.dir, c.group, c.rank);

@@ -127,6 +127,10 @@ XT_NORETURN void xt_die_at(const char *file, int line, const char *fmt, ...)
     va_start(ap, fmt);
     vreport("ERROR", file, line, fmt, ap);
     va_end(ap);
+    if (xti.refusal_file && file && strcmp(file, xti.refusal_file) == 0) {
+        xti.refusal_file = NULL; /* once: a second error ends the run */
+        longjmp(xti.refusal_point, 1);
+    }
     xti_abort(XT_EXIT_ERROR);
 }
 

@@ -62,47 +62,45 @@ int xt_npy_try_read(const char *path, xt_array *out, char *err, size_t errcap)
     return xti_npy_read(path, out, err, errcap);
 }
 
-int xti_npy_read(const char *path, xt_array *out, char *err, size_t errcap)
+int xti_npy_parse(const unsigned char *buf, size_t len, const char *what, xt_array *out,
+                  size_t *used, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fail(err, errcap, "cannot open %s: %s", path, strerror(errno));
-    unsigned char pre[10];
-    char *hdr = NULL;
-    int rc = -1;
-    if (fread(pre, 1, 8, f) != 8 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        fail(err, errcap, "%s is not a .npy file", path);
-        goto done;
-    }
-    size_t hlen;
-    if (pre[6] == 1) {
-        if (fread(pre + 8, 1, 2, f) != 2)
+    if (len < 8 || memcmp(buf, "\x93NUMPY", 6) != 0)
+        return fail(err, errcap, "%s is not a .npy file", what);
+    size_t hlen, at;
+    if (buf[6] == 1) {
+        if (len < 10)
             goto truncated;
-        hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
-    } else if (pre[6] == 2 || pre[6] == 3) {
-        unsigned char l4[4];
-        if (fread(l4, 1, 4, f) != 4)
+        hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+        at = 10;
+    } else if (buf[6] == 2 || buf[6] == 3) {
+        if (len < 12)
             goto truncated;
-        hlen = (size_t)l4[0] | (size_t)l4[1] << 8 | (size_t)l4[2] << 16 | (size_t)l4[3] << 24;
+        hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+        at = 12;
     } else {
-        fail(err, errcap, "%s: unsupported .npy version %d", path, pre[6]);
-        goto done;
+        return fail(err, errcap, "%s: unsupported .npy version %d", what, buf[6]);
     }
-    hdr = malloc(hlen + 1);
-    if (!hdr || fread(hdr, 1, hlen, f) != hlen)
+    if (len - at < hlen)
         goto truncated;
+    char *hdr = malloc(hlen + 1);
+    if (!hdr)
+        return fail(err, errcap, "%s: out of memory", what);
+    memcpy(hdr, buf + at, hlen);
     hdr[hlen] = 0;
+    at += hlen;
+    int rc = -1;
 
     const char *descr = dict_value(hdr, "descr");
     const char *fortran = dict_value(hdr, "fortran_order");
     const char *shape = dict_value(hdr, "shape");
     if (!descr || !fortran || !shape || *descr != '\'' || *shape != '(') {
-        fail(err, errcap, "%s: malformed header %s", path, hdr);
+        fail(err, errcap, "%s: malformed header %s", what, hdr);
         goto done;
     }
     if (strncmp(fortran, "False", 5) != 0) {
-        fail(err, errcap, "%s: Fortran-order arrays are not supported", path);
+        fail(err, errcap, "%s: Fortran-order arrays are not supported", what);
         goto done;
     }
     char d[8] = {0};
@@ -116,7 +114,7 @@ int xti_npy_read(const char *path, xt_array *out, char *err, size_t errcap)
         strcpy(d, "|u1");
     xt_dtype found;
     if (!xti_dtype_from_descr(d, &found)) {
-        fail(err, errcap, "%s: unsupported dtype '%s' (little-endian numbers only)", path, d);
+        fail(err, errcap, "%s: unsupported dtype '%s' (little-endian numbers only)", what, d);
         goto done;
     }
     out->dtype = found;
@@ -130,7 +128,7 @@ int xti_npy_read(const char *path, xt_array *out, char *err, size_t errcap)
         char *end;
         long v = strtol(s, &end, 10);
         if (end == s || v < 0 || out->ndim == XT_NPY_MAXDIM) {
-            fail(err, errcap, "%s: bad shape in header %s", path, hdr);
+            fail(err, errcap, "%s: bad shape in header %s", what, hdr);
             goto done;
         }
         out->shape[out->ndim++] = v;
@@ -138,23 +136,71 @@ int xti_npy_read(const char *path, xt_array *out, char *err, size_t errcap)
         s = end;
     }
     size_t bytes = (size_t)out->count * xt_dtype_size(found);
-    out->data = malloc(bytes ? bytes : 1);
-    if (!out->data) {
-        fail(err, errcap, "%s: out of memory for %zu bytes", path, bytes);
+    if (len - at < bytes) {
+        fail(err, errcap, "%s: file is truncated", what);
         goto done;
     }
-    if (fread(out->data, 1, bytes, f) != bytes) {
-        free(out->data);
-        out->data = NULL;
-        goto truncated;
+    out->data = malloc(bytes ? bytes : 1);
+    if (!out->data) {
+        fail(err, errcap, "%s: out of memory for %zu bytes", what, bytes);
+        goto done;
     }
+    memcpy(out->data, buf + at, bytes);
+    if (used)
+        *used = at + bytes;
     rc = 0;
-    goto done;
-truncated:
-    fail(err, errcap, "%s: file is truncated", path);
 done:
     free(hdr);
+    if (rc != 0)
+        memset(out, 0, sizeof *out);
+    return rc;
+truncated:
+    return fail(err, errcap, "%s: file is truncated", what);
+}
+
+int xti_file_slurp(const char *path, unsigned char **data, size_t *len, char *err, size_t errcap)
+{
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(err, errcap, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            fclose(f);
+            return fail(err, errcap, "%s: out of memory", path);
+        }
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        cap *= 2;
+        unsigned char *more = realloc(buf, cap);
+        if (!more)
+            free(buf);
+        buf = more;
+    }
+    int bad = ferror(f);
     fclose(f);
+    if (bad) {
+        free(buf);
+        return fail(err, errcap, "cannot read %s", path);
+    }
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+int xti_npy_read(const char *path, xt_array *out, char *err, size_t errcap)
+{
+    unsigned char *buf;
+    size_t len;
+    memset(out, 0, sizeof *out);
+    if (xti_file_slurp(path, &buf, &len, err, errcap) != 0)
+        return -1;
+    int rc = xti_npy_parse(buf, len, path, out, NULL, err, errcap);
+    free(buf);
     return rc;
 }
 
@@ -174,10 +220,8 @@ void xt_array_free(xt_array *a)
 
 /* ------------------------------------------------------------------ writing */
 
-void xt_npy_write(const char *path, const void *data, xt_dtype dt, int ndim, const long *shape)
+int xti_npy_fwrite(FILE *f, const void *data, xt_dtype dt, int ndim, const long *shape)
 {
-    XT_CHECK((unsigned)dt < XT_NDTYPES, "xt_npy_write(%s): bad dtype %d", path, (int)dt);
-    XT_CHECK(ndim >= 0 && ndim <= XT_NPY_MAXDIM, "xt_npy_write(%s): bad ndim %d", path, ndim);
     char dict[256];
     size_t n =
         (size_t)snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
@@ -191,7 +235,7 @@ void xt_npy_write(const char *path, const void *data, xt_dtype dt, int ndim, con
     if (ndim == 1)
         n -= 1; /* "(3,)" */
     n += (size_t)snprintf(dict + n, sizeof dict - n, "), }");
-    /* Pad so that the data starts on a multiple of 64 bytes, header ending in '\n'. */
+    /* Pad so that the header is a multiple of 64 bytes, ending in '\n'. */
     size_t total = 10 + n + 1;
     size_t pad = (64 - total % 64) % 64;
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
@@ -199,14 +243,22 @@ void xt_npy_write(const char *path, const void *data, xt_dtype dt, int ndim, con
     pre[8] = (unsigned char)(hlen & 0xff);
     pre[9] = (unsigned char)(hlen >> 8);
 
-    FILE *f = fopen(path, "wb");
-    XT_CHECK(f, "cannot create %s: %s", path, strerror(errno));
     size_t bytes = (size_t)count * xt_dtype_size(dt);
     int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, n, f) == n;
     for (size_t i = 0; ok && i < pad; i++)
         ok = fputc(' ', f) != EOF;
     ok = ok && fputc('\n', f) != EOF;
     ok = ok && (bytes == 0 || fwrite(data, 1, bytes, f) == bytes);
+    return ok ? 0 : -1;
+}
+
+void xt_npy_write(const char *path, const void *data, xt_dtype dt, int ndim, const long *shape)
+{
+    XT_CHECK((unsigned)dt < XT_NDTYPES, "xt_npy_write(%s): bad dtype %d", path, (int)dt);
+    XT_CHECK(ndim >= 0 && ndim <= XT_NPY_MAXDIM, "xt_npy_write(%s): bad ndim %d", path, ndim);
+    FILE *f = fopen(path, "wb");
+    XT_CHECK(f, "cannot create %s: %s", path, strerror(errno));
+    int ok = xti_npy_fwrite(f, data, dt, ndim, shape) == 0;
     ok = (fclose(f) == 0) && ok;
     XT_CHECK(ok, "cannot write %s: %s", path, strerror(errno));
 }

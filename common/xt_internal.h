@@ -42,6 +42,7 @@
 
 #include "xt_harness.h"
 
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -119,6 +120,11 @@ typedef struct {
      * running now, as its own launch would have it (the ranks above it idle). */
     int resident;
     int case_world;
+    /* In a resident launch, a case the exercise must refuse (its line's refuse=<file>):
+     * xt_die from that file ends the case on this rank (a jump to refusal_point) instead
+     * of the run, so that the launch goes on to the next case. NULL otherwise. */
+    const char *refusal_file;
+    jmp_buf refusal_point;
     /* The libxt computation running now ("backward": inside xt_mlp_backward, its hooks
      * included), or NULL, and where in it (the layer whose hook is running), or -1: each
      * MPI event is tagged with both, so that the grader can tell communication overlapped
@@ -300,6 +306,13 @@ typedef int (*xti_npy_guard_fn)(const char *path, char *err, size_t errcap);
 void xti_npy_set_guard(xti_npy_guard_fn refuse); /* for xt_npy_try_read; NULL: none */
 /* xt_npy_try_read without the guard, for libxt's own reads. */
 int xti_npy_read(const char *path, xt_array *out, char *err, size_t errcap);
+/* One .npy array from memory (what names it in errors); *used: the bytes it took. */
+int xti_npy_parse(const unsigned char *buf, size_t len, const char *what, xt_array *out,
+                  size_t *used, char *err, size_t errcap);
+/* A .npy array onto an open stream; 0, or -1 when a write failed. */
+int xti_npy_fwrite(FILE *f, const void *data, xt_dtype dt, int ndim, const long *shape);
+/* A whole file into malloc'd memory. */
+int xti_file_slurp(const char *path, unsigned char **data, size_t *len, char *err, size_t errcap);
 
 /* notes.c */
 void xti_note(const char *kind, const char *fmt, ...) XT_PRINTF(2, 3);
@@ -475,13 +488,18 @@ struct xt_case {
     char scratch[3200]; /* xt_case_scratch_dir's, once made */
     struct xti_guarded *bufs;
     int nbufs, capbufs;
+    unsigned char *inputs; /* the group's inputs file, read at its first input */
+    size_t inputs_bytes;
+    int inputs_read;
+    FILE *outputs; /* this rank's outputs file, open from its first output */
 };
 
 /* case.c */
 void xti_cases_dir(const char *dir); /* case mode on; installs npy.c's guard */
 const char *xti_cases_path(void);    /* NULL outside case mode */
 const char *xti_case_param(const xt_case *c, const char *key); /* NULL if absent */
-/* Notes overwritten guard bytes and modified const inputs, then frees the buffers. */
+/* Notes overwritten guard bytes and modified const inputs, then frees the buffers and
+ * closes the case's inputs and outputs files. */
 void xti_case_check_buffers(xt_case *c);
 /* xti_mem_describe, and first the guard bytes of the running case's inputs and outputs
  * ("past the end of 'recv' (4 x float32): element [5] (byte 4 after the end)"). */

@@ -168,6 +168,7 @@ def selftest(s):
              "TODO over its bound are refused", not bad, bad)
     test_event_lines(s)
     test_resident(s)
+    test_shared_refusals(s)
     test_shared_mutants(s)
     test_grade_profile(s)  # first: its grade leaves the files libxt wrote that read_npy reads
     test_read_npy(s)
@@ -200,13 +201,42 @@ def test_read_npy(s):
         if (got.dtype != want.dtype or got.shape != want.shape
                 or not np.array_equal(got, want) or not got.flags.writeable):
             bad.append(f"{a.dtype} {a.shape}: read {got.dtype} {got.shape}")
-    # What libxt writes: every output of a graded case on record, read both ways.
+    # What libxt writes: the outputs files of graded cases on record (common/case.c: a name
+    # line, then an array in .npy form, again and again), read both ways.
     written = sorted(glob.glob(os.path.join("build", "grade", "*", "*", "*", "launch*", "c*",
-                                            "g*.r*.*.npy")))[:2000]
+                                            "g*.r*.outputs")))[:400]
+    entries = 0
     for path in written:
-        got, want = records.read_npy(path), np.load(path)
-        if got.dtype != want.dtype or got.shape != want.shape or got.tobytes() != want.tobytes():
-            bad.append(f"{path}: read {got.dtype} {got.shape}")
+        mine = records.read_pack(path)
+        want = {}
+        with open(path, "rb") as f:
+            while True:
+                name = f.readline()
+                if not name:
+                    break
+                want[name[:-1].decode()] = np.lib.format.read_array(f, allow_pickle=False)
+        entries += len(want)
+        if sorted(mine) != sorted(want):
+            bad.append(f"{path}: read {sorted(mine)}, np.load's reader {sorted(want)}")
+            continue
+        for name, a in want.items():
+            got = mine[name]
+            if got.dtype != a.dtype or got.shape != a.shape or got.tobytes() != a.tobytes():
+                bad.append(f"{path} '{name}': read {got.dtype} {got.shape}")
+    # An outputs file cut inside its last array (a rank that died writing it) reads as the
+    # arrays before it; written by write_pack, read back whole.
+    pack = os.path.join(d, "pack")
+    records.write_pack(pack, [("a", arrays[2]), ("b", arrays[3]), ("a", arrays[6])])
+    back = records.read_pack(pack)
+    if sorted(back) != ["a", "b"] or not np.array_equal(back["a"], arrays[6]):
+        bad.append(f"write_pack then read_pack: {sorted(back)} (a later 'a' replaces the first)")
+    with open(pack, "rb") as f:
+        data = f.read()
+    with open(pack, "wb") as f:
+        f.write(data[:-5])
+    cut_back = records.read_pack(pack)
+    if not (sorted(cut_back) == ["a", "b"] and np.array_equal(cut_back["a"], arrays[2])):
+        bad.append(f"a pack cut inside its last array read as {sorted(cut_back)}")
     # Negative control: a file cut short is refused as np.load refuses it, never read short.
     cut = os.path.join(d, "cut.npy")
     with open(os.path.join(d, "7.npy"), "rb") as f:
@@ -218,9 +248,11 @@ def test_read_npy(s):
         bad.append("a file cut short was read")
     except ValueError:
         pass
-    s.record(f"records.read_npy reads what np.load reads ({len(arrays)} kinds of array, "
-             f"{len(written)} files libxt wrote), without its header parser; a file cut short "
-             f"is refused (negative control)", not bad and bool(written), bad[:4])
+    s.record(f"records.read_npy reads what np.load reads ({len(arrays)} kinds of array), and "
+             f"read_pack each array of {len(written)} outputs files libxt wrote ({entries} "
+             f"arrays), without np.load's header parser; a file cut short is refused, a pack "
+             f"cut short reads as the arrays before the cut (negative controls)",
+             not bad and bool(written), bad[:4])
 
 
 def test_launcher_words(s):
@@ -408,6 +440,55 @@ def test_resident(s):
     s.record("resident launches: a lecture with a TODO, a WRONG and a DEADLOCK among its "
              "exercises, in four world sizes, gets the very report one launch per exercise "
              "gives, in 7 launches where that takes 9", not problems, problems)
+
+
+def test_shared_refusals(s):
+    """Refusal cases in a resident launch (spec.Test.refuses_on_every_rank): lecture 5 with
+    pipeline steps that refuse on every rank (refused in the shared launch, which goes on),
+    one that refuses on rank 0 only (the others wait for it in vain: the shared launch ends
+    on the short watchdog, and one launch per case finds it right) and one that never
+    refuses (WRONG, graded alone). The verdicts and reports are those of one launch per
+    exercise."""
+    lec = lecture_of_mutant("dual_no_refusal")
+    tree = mutant_tree("refusal_tree", lec, "dual_no_refusal")
+    path = os.path.join(tree, lec, "pp_interleaved.c")
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text.replace("XT_CHECK(M % np == 0,", "XT_CHECK(rank != 0 || M % np == 0,"))
+    shared, out1 = grade_json(tree, lec, 4242, [])
+    alone, out0 = grade_json(tree, lec, 4242, [], env={"XT_RESIDENT": "0"})
+    problems = []
+    if "XT_CHECK(M % np == 0," not in text:
+        problems.append("pp_interleaved.c's refusal was not found, to change")
+    if shared is None or alone is None:
+        problems = ["a grade wrote no JSON:"] + tail(out1 + out0, 12)
+    else:
+        a, b = verdicts_of(alone), verdicts_of(shared)
+        if a != b:
+            import difflib
+            problems = list(difflib.unified_diff(
+                json.dumps(a, indent=1, sort_keys=True).splitlines(),
+                json.dumps(b, indent=1, sort_keys=True).splitlines(), "alone", "shared",
+                lineterm=""))[:30]
+        verdicts = {t["test"]: t["verdict"] for lec_ in shared["lectures"]
+                    for t in lec_["tests"]}
+        if verdicts.pop("pp_dualpipe_refuses", None) != "WRONG" or \
+                set(verdicts.values()) != {"OK"}:
+            problems.append(f"verdicts {verdicts}: pp_dualpipe_refuses WRONG, the rest OK "
+                            f"expected")
+        # Alone: one launch per exercise (8), pp_interleaved's three refusal cases one
+        # each, pp_dualpipe's first (WRONG: grading stops there) one. Shared: the first
+        # launch ends in pp_interleaved's first refusal case (rank 0 refused, the others
+        # wait for it); pp_interleaved then 1 + 3 alone; the three exercises after it
+        # share a second, which pp_dualpipe's step that never refuses ends in a hang at
+        # np = 3; pp_dualpipe then 1 + 1 alone, and parallel_3d, left on its own, 1.
+        counts = [d["profile"]["launch"]["count"] for d in (alone, shared)]
+        if counts != [12, 9]:
+            problems.append(f"launches alone, shared: {counts}, expected [12, 9]")
+    s.record("refusal cases in a resident launch: refused on every rank there; a refusal on "
+             "rank 0 alone (the shared launch ends on its watchdog) and a step that never "
+             "refuses get the report one launch per exercise gives", not problems, problems)
 
 
 def test_shared_mutants(s):

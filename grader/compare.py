@@ -5,13 +5,12 @@ may bear to the right one (a constant factor named by the case's parameters, the
 buffer held before, another rank's expected value).
 """
 
-import os
 import re
 
 import numpy as np
 
 import spec
-from records import read_npy
+from records import rank_arrays
 
 
 def fmt_value(v):
@@ -237,12 +236,9 @@ def agreeing_ranks_hint(case, name, expected, cdir, g):
     if any(not np.array_equal(np.asarray(e[name]), np.asarray(expected[0][name]))
            for e in expected):
         return ""  # not a replicated output
-    got = []
-    for r in range(case.np):
-        path = os.path.join(cdir, f"g{g}.r{r}.{name}.npy")
-        if not os.path.exists(path):
-            return ""
-        got.append(read_npy(path))
+    got = [arrays.get(name) for arrays in rank_arrays(cdir, g, case.np)]
+    if any(a is None for a in got):
+        return ""
     if any(a.shape != got[0].shape or spec.bit_differences(a, got[0]) for a in got[1:]):
         return ""
     return (f"cause: all {case.np} ranks hold the same wrong '{name}', bit for bit: they agree "

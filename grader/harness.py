@@ -43,7 +43,7 @@ import spec
 from compare import (POISON_READ, agreeing_ranks_hint, broken_rules, compare, other_findings,
                      relation, world_hint)
 from hangs import blocked_explanation, read_ledger
-from records import keep_expected, read_npy, read_record, read_status, write_inputs
+from records import keep_expected, rank_arrays, read_record, read_status, write_inputs
 from sanitizer import (ZONE_NOTE, asan_in_output, asan_report, heap_damage, resolve_sites,
                        short_backtrace)
 
@@ -97,13 +97,9 @@ class TestResult:
 # -------------------------------------------------------------------- helpers
 
 def outputs_of(cdir, g, np_):
-    """Each rank's arrays by name: its outputs (an output overwrites the input file of
-    the same name)."""
-    return [{f[len(f"g{g}.r{r}."):-4]: read_npy(os.path.join(cdir, f))
-             for f in sorted(os.listdir(cdir))
-             if f.startswith(f"g{g}.r{r}.") and f.endswith(".npy")
-             and not f.endswith(".expected.npy")}
-            for r in range(np_)]
+    """Each rank's arrays by name: its outputs, and the inputs given to it alone that no
+    output of the same name replaced (records.rank_arrays)."""
+    return rank_arrays(cdir, g, np_)
 
 
 def scratch_dir(cdir, g):
@@ -111,6 +107,9 @@ def scratch_dir(cdir, g):
     the files a program left there outlive the launch, for the grader to read."""
     return os.path.join(cdir, f"g{g}.scratch")
 
+
+# A refusal case's watchdog in a resident launch: its function refuses first thing.
+REFUSAL_WATCHDOG = 3.0
 
 # A launch that spends this long outside its cases is slow to start.
 SLOW_START = 5.0
@@ -291,9 +290,12 @@ class Runner:
         end a hang sooner."""
         return 60 + 2 * max((self.watchdog_of(t) for t, _, _ in plan), default=self.watchdog)
 
-    def prepare(self, plan, launch_dir):
+    def prepare(self, plan, launch_dir, shared=False):
         """Writes the inputs and cases.txt of plan, and run.sh, the command that runs them
-        alone: (world size, {number: inputs per group}, that command, its environment)."""
+        alone: (world size, {number: inputs per group}, that command, its environment).
+        shared: for a resident launch, where a refusal case ends only itself (its line
+        names the exercise's file, refuse=..., and its watchdog is short: a refusal is
+        the first thing the function does)."""
         os.makedirs(launch_dir, exist_ok=True)
         world = self.graded_world(plan)
         inputs = {}
@@ -312,6 +314,9 @@ class Runner:
             inputs[k] = per_group
             params = " ".join(f"{key}={val}" for key, val in case.params.items())
             wd = 0 if self.debug else self.watchdog_of(test)
+            if shared and test.refusal:
+                params += f" refuse={self.ex.source}"
+                wd = min(wd, REFUSAL_WATCHDOG)
             lines.append(f"case {k} np={case.np} {params} watchdog={wd:g}")
         with open(os.path.join(launch_dir, "cases.txt"), "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -383,7 +388,9 @@ class Runner:
                 took = max((rec.seconds for g in recs for rec in g), default=0.0)
                 r.seconds += took
                 in_cases += took
-                fail = self.check_case(test, case, k, recs, inputs[k], launch_dir)
+                fail = (self.refused_here(test, case, k, inputs[k], status, launch_dir)
+                        if test.refusal else
+                        self.check_case(test, case, k, recs, inputs[k], launch_dir))
                 if fail:
                     fail.group = self.checked_group
                     r.cases_failed += 1
@@ -510,6 +517,23 @@ class Runner:
         msg = test.refusal(case, inputs[0], None, scratch_dir(cdir, 0))
         return Failure("WRONG", case, [f"{case.label}: {msg}"])
 
+    def refused_here(self, test, case, k, inputs, status, launch_dir):
+        """A refusal case that ran to its end in a resident launch (prepare's shared): None
+        if it was refused as it should be (its first error, raised in the exercise's file,
+        is one test.refusal accepts), else a RETRY Failure: anything else, graded alone
+        (refusals), is judged as a launch of its own would judge it."""
+        mine = sorted((s for s in status if s.kind == "ERROR" and s.case == k
+                       and s.text.startswith(self.ex.source + ":")), key=lambda s: s.us)
+        if mine:
+            s = mine[0]
+            text = s.text[len(self.ex.source) + 1:].split(": ", 1)[-1]
+            cdir = os.path.join(launch_dir, f"c{k}")
+            if not test.refusal(case, inputs[max(s.group, 0)], text,
+                                scratch_dir(cdir, max(s.group, 0))):
+                return None
+        return Failure("RETRY", case, [f"{case.label}: not refused as expected in a shared "
+                                       f"launch; graded in launches of its own"])
+
     def read_case(self, launch_dir, k, world, np_):
         """Records per group per rank, or None if any rank did not finish."""
         cdir = os.path.join(launch_dir, f"c{k}")
@@ -556,10 +580,10 @@ class Runner:
             with clock.timed("references"):
                 expected = test.reference(case, inp)
             wrong = []  # (rank, name, message, expected, got) of every wrong output
+            arrays = rank_arrays(cdir, g, case.np)
             for r in range(case.np):
                 for name, exp in expected[r].items():
-                    path = os.path.join(cdir, f"g{g}.r{r}.{name}.npy")
-                    got = read_npy(path) if os.path.exists(path) else None
+                    got = arrays[r].get(name)
                     tol = test.tolerance(case, inp, name, r) if test.tolerance else 0.0
                     if isinstance(tol, spec.Relative):
                         tol = tol.bound(exp)

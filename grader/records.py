@@ -27,24 +27,96 @@ NPY_HEADER = re.compile(rb"\{'descr': '([<|][a-z]\d+)', 'fortran_order': False, 
                         rb"'shape': \(((?:\d+, ?)*\d*)\), \} *\n")
 
 
-def read_npy(path):
-    """The array of a .npy file, as np.load reads it (a writable array of its own), read
+def parse_npy(data, at=0):
+    """The array that starts at data[at] in .npy form, and where it ends: (array, end). Read
     without np.load's header parser: a grade reads tens of thousands of small arrays, and
     np.load's own reading of the header (a Python tokenizer, for files older NumPy wrote) is
-    most of the time each takes. Any header other than the plain one above goes to np.load."""
+    most of the time each takes. ValueError for anything but the plain header above, or an
+    array cut short."""
+    if data[at:at + 6] != b"\x93NUMPY" or len(data) < at + 8 or data[at + 6] not in (1, 2, 3):
+        raise ValueError("not an array in .npy form")
+    start = at + (10 if data[at + 6] == 1 else 12)
+    size = int.from_bytes(data[at + 8:start], "little")
+    m = NPY_HEADER.fullmatch(data, start, start + size)
+    if not m:
+        raise ValueError("a .npy header other than the plain one")
+    shape = tuple(int(x) for x in m.group(2).split(b",") if x.strip())
+    dtype = np.dtype(m.group(1).decode())
+    count = int(np.prod(shape, dtype=np.int64))
+    end = start + size + count * dtype.itemsize
+    if len(data) < end:
+        raise ValueError("an array cut short")
+    return np.frombuffer(data, dtype, count, start + size).reshape(shape), end
+
+
+def read_npy(path):
+    """The array of a .npy file, as np.load reads it (a writable array of its own); any
+    header other than the plain one goes to np.load."""
     with open(path, "rb") as f:
         data = bytearray(f.read())
-    if data[:6] == b"\x93NUMPY" and data[6] in (1, 2, 3):
-        start = 10 if data[6] == 1 else 12
-        size = int.from_bytes(data[8:start], "little")
-        m = NPY_HEADER.fullmatch(data, start, start + size)
-        if m:
-            shape = tuple(int(x) for x in m.group(2).split(b",") if x.strip())
-            dtype = np.dtype(m.group(1).decode())
-            count = int(np.prod(shape, dtype=np.int64))
-            if len(data) - (start + size) == count * dtype.itemsize:
-                return np.frombuffer(data, dtype, count, start + size).reshape(shape)
+    try:
+        arr, end = parse_npy(data)
+        if end == len(data):
+            return arr
+    except ValueError:
+        pass
     return np.load(path)
+
+
+def read_pack(path):
+    """{name: array} of a file of arrays one after the other, each a line with its name and
+    then the array in .npy form (common/case.c: a group's inputs, a rank's outputs); a
+    later array of a name replaces an earlier one; {} without the file. An array cut short
+    (its rank died writing it) ends the reading."""
+    try:
+        with open(path, "rb") as f:
+            data = bytearray(f.read())
+    except OSError:
+        return {}
+    out, at = {}, 0
+    while at < len(data):
+        nl = data.find(b"\n", at)
+        if nl < 0:
+            break
+        name = data[at:nl].decode(errors="replace")
+        try:
+            out[name], at = parse_npy(data, nl + 1)
+        except ValueError:
+            break
+    return out
+
+
+def write_pack(path, arrays):
+    """(name, array) pairs into one file, as read_pack and common/case.c read it."""
+    with open(path, "wb") as f:
+        for name, val in arrays:
+            f.write(name.encode() + b"\n")
+            np.lib.format.write_array(f, np.ascontiguousarray(val), allow_pickle=False)
+
+
+def inputs_path(cdir, group):
+    """Group `group`'s inputs of a case (common/case.c reads them)."""
+    return os.path.join(cdir, f"g{group}.inputs")
+
+
+def outputs_path(cdir, group, rank):
+    """What rank `rank` of group `group` wrote with xt_case_output."""
+    return os.path.join(cdir, f"g{group}.r{rank}.outputs")
+
+
+def rank_arrays(cdir, group, np_):
+    """Each rank's arrays of group `group` of a case, by name: the inputs given to that rank
+    alone, replaced by its outputs of the same name (so an array meant to be written in
+    place of its input and never written reads as the input it was)."""
+    given = read_pack(inputs_path(cdir, group))
+    out = []
+    for r in range(np_):
+        prefix = f"r{r}."
+        arrays = {n[len(prefix):]: a for n, a in given.items() if n.startswith(prefix)}
+        arrays.update(read_pack(outputs_path(cdir, group, r)))
+        out.append(arrays)
+    return out
+
 
 # --------------------------------------------------------------------- records
 
@@ -127,24 +199,30 @@ class Record:
 
 
 def write_inputs(cdir, group, inputs):
-    """One group's inputs of a case, as the program reads them: a list holds one array
-    per rank (g<group>.r<rank>.<name>.npy), an array is every rank's (g<group>.<name>.npy)."""
+    """One group's inputs of a case, in one file (inputs_path) as the program reads them: a
+    list holds one array per rank (named r<rank>.<name>), an array is every rank's
+    (<name>)."""
+    arrays = []
     for name, val in inputs.items():
         if isinstance(val, list):
-            for r, arr in enumerate(val):
-                np.save(os.path.join(cdir, f"g{group}.r{r}.{name}.npy"), arr)
+            arrays += [(f"r{r}.{name}", np.asarray(arr)) for r, arr in enumerate(val)]
         else:
-            np.save(os.path.join(cdir, f"g{group}.{name}.npy"), val)
+            arrays.append((name, np.asarray(val)))
+    write_pack(inputs_path(cdir, group), arrays)
 
 
 def keep_expected(cdir, group, expected):
-    """A failing group's expected arrays beside its outputs, for a look with NumPy:
-    g<group>.r<rank>.<name>.expected.npy next to g<group>.r<rank>.<name>.npy."""
+    """A failing group's arrays as .npy files, for a look with NumPy: each rank's
+    g<group>.r<rank>.<name>.npy (what it wrote, or the input it was given) beside
+    g<group>.r<rank>.<name>.expected.npy."""
+    got = rank_arrays(cdir, group, len(expected))
     for r, per_rank in enumerate(expected):
         for name, exp in per_rank.items():
             try:
                 np.save(os.path.join(cdir, f"g{group}.r{r}.{name}.expected.npy"),
                         np.asarray(exp))
+                if name in got[r]:
+                    np.save(os.path.join(cdir, f"g{group}.r{r}.{name}.npy"), got[r][name])
             except (OSError, ValueError):
                 pass
 

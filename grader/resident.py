@@ -14,7 +14,14 @@ launch, a launch that failed after its cases) is graded again in launches of its
 if there were no resident launch, so that a neighbour can never decide a verdict; the
 exercises the ended launch never reached go into a fresh resident launch. An exercise
 whose object still calls xt_todo_at (a stub's TODO ends the launch by design) is not
-started here at all.
+started here at all, nor one with a refusal test (a case whose right answer is xt_die,
+which ends a launch) unless its contract has every rank refuse first thing
+(spec.Test.refuses_on_every_rank): there each refusal case's line names the exercise's
+file (refuse=...), an xt_die from that file ends only the case on that rank
+(common/case_run.c), and the case is taken when every rank came through it and the first
+error is one the test accepts; a rank left waiting for one that refused is a hang, on a
+short watchdog (harness.REFUSAL_WATCHDOG), and anything but a clean refusal is graded in
+launches of its own.
 
 grader/mutants.py shares launches among the mutants of one exercise, each entered under its
 own name, and takes every verdict from them, a mutant's whose crash or hang ended a launch
@@ -86,14 +93,16 @@ class Member:
             with clock.timed("cleanup"):
                 shutil.rmtree(r.work_dir, ignore_errors=True)
         self.launch_dir = r.next_launch_dir()
-        self.world, self.inputs, _, _ = r.prepare(self.plan, self.launch_dir)
+        self.world, self.inputs, _, _ = r.prepare(self.plan, self.launch_dir, shared=True)
 
 
 def runnable(binary, tests, linked=True):
     """Whether an exercise may share a launch: built (linked: its own program too), no
     TODO left in its object, and no test that must end its run on purpose
-    (spec.Test.refusal)."""
-    return ((os.path.exists(binary) or not linked) and not any(t.refusal for t in tests)
+    (spec.Test.refusal) unless every rank is to refuse its cases first thing
+    (refuses_on_every_rank: there a refused case ends only itself)."""
+    return ((os.path.exists(binary) or not linked)
+            and all(t.refuses_on_every_rank for t in tests if t.refusal)
             and TODO_SYMBOL not in builds.undefined_symbols([binary + ".o"]).get(binary + ".o",
                                                                                   set()))
 

@@ -29,6 +29,11 @@ Each says:
                           in a launch of its own. error: the error's text, or None if
                           the case ran to its end; returns None where the refusal is
                           right, else the WRONG message (for error None, always one)
+  refuses_on_every_rank   with refusal: the contract asks every rank to refuse before
+                          any communication (M % np checked first), so a resident
+                          launch may run the cases with the others (each refused
+                          case ends only itself there; any other outcome is graded
+                          again in launches of its own)
   device                  "cpu", or "cuda" for the programs graded by
                           DEVICE=cuda (lcN/<exercise>.cu)
   forbidden               symbols this exercise may not call (libxt's own copy
@@ -126,6 +131,7 @@ class Test:
     check_first: bool = False  # run check before comparing values (it explains them better)
     files: Optional[Callable] = None  # (case, inputs, outs, scratch dir) -> [(rank, msg)]
     refusal: Optional[Callable] = None  # (case, inputs, error text | None, scratch dir) -> msg
+    refuses_on_every_rank: bool = False  # its refusal cases may share a resident launch
     # Symbols the exercise's object must not use, beyond every exercise's list
     # (builds.FORBIDDEN_SYMBOLS): [(regex, message with {} for the symbol)], or
     # functions (object path, source path) -> [message] checking the object otherwise.

@@ -263,8 +263,8 @@ def run_model(args, tree, np_, cfg, rounds, warmup, env, work):
                 for r in range(n)]
 
     def losses(k, n, s):
-        return np.array([[float(np.load(os.path.join(work, f"c{k}", f"g0.r{r}.step{i + 1}_loss"
-                                                     f".npy"))[0]) for i in range(s)]
+        arrays = records.rank_arrays(os.path.join(work, f"c{k}"), 0, n)
+        return np.array([[float(arrays[r][f"step{i + 1}_loss"][0]) for i in range(s)]
                          for r in range(n)])
 
     errors = []

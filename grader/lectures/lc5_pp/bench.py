@@ -220,10 +220,10 @@ def measure(name, np_, ms_, rounds, args, tree, work, env):
 def check_values(case, inputs, cdir):
     """'' when every rank's outputs match one process's step, else the first difference."""
     expected = reference_of(case, inputs)
+    arrays = records.rank_arrays(cdir, 0, len(expected))
     for r, want in enumerate(expected):
         for key, exp in want.items():
-            path = os.path.join(cdir, f"g0.r{r}.{key}.npy")
-            got = np.load(path) if os.path.exists(path) else None
+            got = arrays[r].get(key)
             tol = pp.pipeline_tolerance(case, inputs, key, r)
             if isinstance(tol, spec.OfScale):
                 tol = tol.bound([e[key] for e in expected if key in e])

@@ -125,7 +125,7 @@ def refusal(case, inp, error, d):
 
 
 @test("pp_dualpipe", points=3, inputs=pp.dual_inputs, reference=pp.dual_reference,
-      label=refusal_label, refusal=refusal,
+      label=refusal_label, refusal=refusal, refuses_on_every_rank=True,
       hint="check np % 2, M % 2 and M >= 2 np first, on every rank, and stop with "
            "xt_die(\"... np = %d, M = %d\", np, M)")
 def pp_dualpipe_refuses(rng):

@@ -100,7 +100,7 @@ def refusal_label(case):
 
 
 @test("pp_interleaved", points=3, inputs=pp.pipeline_inputs, reference=pp.pipeline_reference,
-      label=refusal_label, refusal=refusal,
+      label=refusal_label, refusal=refusal, refuses_on_every_rank=True,
       hint="check M % np == 0 first, on every rank, with XT_CHECK(cond, \"... M = %d ... "
            "np = %d\", M, np)")
 def interleaved_refuses_m(rng):
