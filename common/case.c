@@ -14,7 +14,8 @@
  *
  * (an input for one rank is named r<rank>.<name>, one for every rank of the
  * group plain <name>; outputs are plain names, and a later output of a name
- * replaces an earlier one). Inputs in files of their own, DIR/c<k>/g<g>.r<r>.
+ * replaces an earlier one). The outputs file ends with the rank's record of
+ * the case (record.c), after a line "#record". Inputs in files of their own, DIR/c<k>/g<g>.r<r>.
  * <name>.npy, DIR/c<k>/g<g>.<name>.npy or DIR/c<k>/<name>.npy, are still read
  * where the inputs file has no such array (the benches write theirs so).
  * Inputs and outputs live in buffers with guard bytes on both sides, checked
@@ -303,6 +304,27 @@ XTI_NO_ASAN static void copy_unchecked(unsigned char *to, const void *from, size
 }
 #endif
 
+FILE *xti_case_outputs(xt_case *c, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/g%d.r%d.outputs", c->dir, c->group, c->rank);
+    if (!c->outputs) {
+        c->outputs = fopen(path, "wb");
+        XT_CHECK(c->outputs, "cannot create %s: %s", path, strerror(errno));
+    }
+    return c->outputs;
+}
+
+void xti_case_close(xt_case *c)
+{
+    free(c->inputs);
+    c->inputs = NULL;
+    c->inputs_bytes = 0;
+    c->inputs_read = 0;
+    if (c->outputs)
+        fclose(c->outputs);
+    c->outputs = NULL;
+}
+
 void xt_case_output(xt_case *c, const char *name, const void *data, xt_dtype dt, long count)
 {
     if (!data && count > 0) {
@@ -329,14 +351,10 @@ void xt_case_output(xt_case *c, const char *name, const void *data, xt_dtype dt,
     }
 #endif
     char path[4096];
-    snprintf(path, sizeof path, "%s/g%d.r%d.outputs", c->dir, c->group, c->rank);
-    if (!c->outputs) {
-        c->outputs = fopen(path, "wb");
-        XT_CHECK(c->outputs, "cannot create %s: %s", path, strerror(errno));
-    }
+    FILE *f = xti_case_outputs(c, path, sizeof path);
     /* Flushed at once: what a rank wrote before it crashed is still there to read. */
-    int ok = fprintf(c->outputs, "%s\n", name) > 0 &&
-             xti_npy_fwrite(c->outputs, from, dt, 1, shape) == 0 && fflush(c->outputs) == 0;
+    int ok = fprintf(f, "%s\n", name) > 0 && xti_npy_fwrite(f, from, dt, 1, shape) == 0 &&
+             fflush(f) == 0;
 #ifdef XT_ASAN
     free(copy);
 #endif
@@ -404,13 +422,6 @@ void xti_case_check_buffers(xt_case *c)
     free(c->bufs);
     c->bufs = NULL;
     c->nbufs = c->capbufs = 0;
-    free(c->inputs);
-    c->inputs = NULL;
-    c->inputs_bytes = 0;
-    c->inputs_read = 0;
-    if (c->outputs)
-        fclose(c->outputs);
-    c->outputs = NULL;
     if (described == c)
         described = NULL;
 }

@@ -22,8 +22,9 @@
  *
  * When the function returns, every rank of the group checks its buffers'
  * guard bytes, its xt_alloc blocks (mem.c) and its requests, then writes
- * its record, DIR/c<k>/g<g>.r<r>.mpi.txt (record.c): its MPI counters and
- * events for the case, its time, and the notes. The grader reads those;
+ * its record at the end of its outputs file, DIR/c<k>/g<g>.r<r>.outputs
+ * (record.c): its MPI counters and events for the case, its time, and the
+ * notes. The grader reads those;
  * docs/grader.md has more.
  *
  * A case whose input the exercise must refuse (a refusal test: M not a
@@ -262,8 +263,8 @@ void xt_run_cases(void (*run_case)(xt_case *c))
             xti_mem_uncount_live();
         xti_check_pending_requests();
         char rec[4096];
-        snprintf(rec, sizeof rec, "%s/g%d.r%d.mpi.txt", c.dir, c.group, c.rank);
-        xti_record_write(rec, seconds);
+        xti_record_write(xti_case_outputs(&c, rec, sizeof rec), rec, seconds);
+        xti_case_close(&c);
 
         xti.case_comm = MPI_COMM_NULL;
         PMPI_Comm_free(&c.comm);

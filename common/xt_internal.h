@@ -467,7 +467,8 @@ void xti_work_write(FILE *f); /* the case record's W lines */
 /* record.c */
 void xti_record_begin(void); /* a case begins: counters, notes and memory peaks cleared */
 /* Writes counters, events, notes, memory and the kit's events of the finished case. */
-void xti_record_write(const char *path, double seconds);
+/* The case's record onto f, the rank's outputs file (path: its name, for errors). */
+void xti_record_write(FILE *f, const char *path, double seconds);
 /* At finalize: a demo's kit events, to XT_STAGE_LOG's directory if it is set. */
 void xti_stage_log_write(void);
 
@@ -498,9 +499,12 @@ struct xt_case {
 void xti_cases_dir(const char *dir); /* case mode on; installs npy.c's guard */
 const char *xti_cases_path(void);    /* NULL outside case mode */
 const char *xti_case_param(const xt_case *c, const char *key); /* NULL if absent */
-/* Notes overwritten guard bytes and modified const inputs, then frees the buffers and
- * closes the case's inputs and outputs files. */
+/* Notes overwritten guard bytes and modified const inputs, then frees the buffers. */
 void xti_case_check_buffers(xt_case *c);
+/* The rank's outputs file of the case, opened (created) at the first call; path: its name. */
+FILE *xti_case_outputs(xt_case *c, char *path, size_t cap);
+/* Frees the case's inputs and closes its outputs file. */
+void xti_case_close(xt_case *c);
 /* xti_mem_describe, and first the guard bytes of the running case's inputs and outputs
  * ("past the end of 'recv' (4 x float32): element [5] (byte 4 after the end)"). */
 int xti_case_describe(const void *addr, char *out, size_t cap);

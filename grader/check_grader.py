@@ -202,7 +202,7 @@ def test_read_npy(s):
                 or not np.array_equal(got, want) or not got.flags.writeable):
             bad.append(f"{a.dtype} {a.shape}: read {got.dtype} {got.shape}")
     # What libxt writes: the outputs files of graded cases on record (common/case.c: a name
-    # line, then an array in .npy form, again and again), read both ways.
+    # line, then an array in .npy form, again and again, then the record), read both ways.
     written = sorted(glob.glob(os.path.join("build", "grade", "*", "*", "*", "launch*", "c*",
                                             "g*.r*.outputs")))[:400]
     entries = 0
@@ -212,7 +212,7 @@ def test_read_npy(s):
         with open(path, "rb") as f:
             while True:
                 name = f.readline()
-                if not name:
+                if not name or name == b"#record\n":  # the rank's record follows
                     break
                 want[name[:-1].decode()] = np.lib.format.read_array(f, allow_pickle=False)
         entries += len(want)
@@ -535,14 +535,18 @@ def harness_tag(tree):
 def test_event_lines(s):
     """read_record: a kit's event lines through the kinds registered (records.event_kind),
     in order; a kind nobody registered kept as text in rec.unparsed; the SD count."""
-    path = os.path.join(fresh("event_lines"), "g0.r0.mpi.txt")
-    with open(path, "w") as f:
-        f.write("# xt case record\nT 0.01\nM activations 0 64\n# unit event: op n\n"
+    # A rank's outputs file: an array (whose bytes hold the record's mark: only a line
+    # after an array counts), then its record.
+    path = os.path.join(fresh("event_lines"), "g0.r0.outputs")
+    records.write_pack(path, [("y", np.frombuffer(b"\n#record\nT 9.5\nEND\n", np.uint8))])
+    with open(path, "a") as f:
+        f.write("#record\n# xt case record\nT 0.01\nM activations 0 64\n# unit event: op n\n"
                 "UA F 3\nUZ 1 2\nUA B 4\nSD 3\nEND\n")
     records.event_kind("UA", "unit_events", lambda w: (w[0], int(w[1])))
     rec = records.read_record(path)
-    got = (rec.unit_events, rec.unparsed, rec.events_dropped, rec.memory) if rec else None
-    want = ([("F", 3), ("B", 4)], ["UZ 1 2"], 3, {"activations": (0, 64)})
+    got = ((rec.unit_events, rec.unparsed, rec.events_dropped, rec.memory, rec.seconds)
+           if rec else None)
+    want = ([("F", 3), ("B", 4)], ["UZ 1 2"], 3, {"activations": (0, 64)}, 0.01)
     empty = records.Record().unit_events
     taken = []
     for kind, attribute in (("UA", "other_name"), ("UB", "memory")):
@@ -551,7 +555,9 @@ def test_event_lines(s):
             taken.append(f"{kind} as rec.{attribute} accepted")
         except ValueError:
             pass
-    s.record("read_record: a kit's event lines as its lecture registered them, in order; an "
+    s.record("read_record: the record after a rank's arrays in its outputs file (a mark inside "
+             "an array is not one); a kit's event lines as its lecture registered them, in "
+             "order; an "
              "unregistered kind kept as text; SD as events_dropped; a kind registered twice "
              "under another name, or as a Record field, refused",
              got == want and empty == [] and not taken, [repr(got), repr(empty)] + taken)

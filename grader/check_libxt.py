@@ -268,7 +268,7 @@ def test_cases(s):
     problems = [] if r.returncode == 0 else tail(r.output)
 
     def rec(k, g, rank):
-        return records.read_record(os.path.join(d, f"c{k}", f"g{g}.r{rank}.mpi.txt"))
+        return records.read_record(records.outputs_path(os.path.join(d, f"c{k}"), g, rank))
 
     def out(k, g, rank, name):
         return records.read_pack(records.outputs_path(os.path.join(d, f"c{k}"), g,
@@ -377,14 +377,15 @@ def test_cases(s):
                 got = ([q[0] for q in rc.selftest_q], rc.selftest_rr)
                 times = [t for q in rc.selftest_q for t in q[1:]]
                 want = ([0, 1, 2, 3, 4], [0, 1]) if fn == "event" else ([], [])
-                text = open(os.path.join(d, f"c{k}", f"g{g}.r{rank}.mpi.txt")).read()
+                with open(records.outputs_path(os.path.join(d, f"c{k}"), g, rank), "rb") as f:
+                    text = records.record_text(f.read()) or ""
                 described = "# test event: index start end\n# another kind: index\nQ 0 " in text
                 if (got != want or times != sorted(times) or (fn == "event") != described
                         or (times and (times[0] < 0 or times[-1] > rc.seconds + 1e-3))
                         or rc.events_dropped or rc.unparsed):
                     problems.append(f"case {k} ({fn}) rank {rank}: kit events {got}, times "
                                     f"{times}, expected {want} in order, described first")
-        idle = glob.glob(os.path.join(d, f"c{k}", f"g{8 // np_}.*.mpi.txt"))
+        idle = glob.glob(os.path.join(d, f"c{k}", f"g{8 // np_}.*.outputs"))
         if idle:
             problems.append(f"case {k}: idle ranks wrote records: {idle}")
         # What a case printed, on stdout and stderr, is in its output files, in order;
@@ -533,7 +534,7 @@ def test_mem(s):
                         total=(500, 4500 + 8 * rank)),
                 2: dict(zero, params=(0, 500), grads=(0, 100), total=(0, 600))}
         for k, mem in want.items():
-            rec = records.read_record(os.path.join(d, f"c{k}", f"g0.r{rank}.mpi.txt"))
+            rec = records.read_record(records.outputs_path(os.path.join(d, f"c{k}"), 0, rank))
             if rec is None:
                 problems.append(f"case {k} ({plan[k]}) rank {rank}: no complete record")
             elif rec.memory != mem:
@@ -571,7 +572,7 @@ def test_mem(s):
     problems = []
     for k in range(len(plan)):
         for rank in range(2):
-            rec = records.read_record(os.path.join(d, f"c{k}", f"g0.r{rank}.mpi.txt"))
+            rec = records.read_record(records.outputs_path(os.path.join(d, f"c{k}"), 0, rank))
             notes = [text for kind, text in rec.notes if kind == "WRONG"] if rec else []
             expected = want.get(k, [])
             if len(notes) != len(expected) or not all(
@@ -628,10 +629,10 @@ def test_resident(s):
 
     def groups(name, k):
         return sorted(os.path.basename(p).split(".")[0] for p in
-                      glob.glob(os.path.join(d, name, f"c{k}", "g*.r0.mpi.txt")))
+                      glob.glob(os.path.join(d, name, f"c{k}", "g*.r0.outputs")))
 
     def comm_bytes(name, k, g=0):
-        rec = records.read_record(os.path.join(d, name, f"c{k}", f"g{g}.r0.mpi.txt"))
+        rec = records.read_record(records.outputs_path(os.path.join(d, name, f"c{k}"), g, 0))
         return rec.memory.get("comm", (None, None))[0] if rec else None
 
     if groups("leak", 1) != ["g0", "g1"] or comm_bytes("leak", 1) != 128:

@@ -43,7 +43,8 @@ import spec
 from compare import (POISON_READ, agreeing_ranks_hint, broken_rules, compare, other_findings,
                      relation, world_hint)
 from hangs import blocked_explanation, read_ledger
-from records import keep_expected, rank_arrays, read_record, read_status, write_inputs
+from records import (keep_expected, outputs_path, rank_arrays, read_record, read_status,
+                     write_inputs)
 from sanitizer import (ZONE_NOTE, asan_in_output, asan_report, heap_damage, resolve_sites,
                        short_backtrace)
 
@@ -541,7 +542,7 @@ class Runner:
         for g in range(groups_of(world, np_)):
             recs = []
             for r in range(np_):
-                rec = read_record(os.path.join(cdir, f"g{g}.r{r}.mpi.txt"))
+                rec = read_record(outputs_path(cdir, g, r))
                 if rec is None:
                     return None
                 recs.append(rec)

@@ -1,11 +1,12 @@
 """What the ranks of a case wrote, read back: the case directory's files.
 
-libxt's case mode (common/case_run.c, common/record.c) leaves, per case and rank, a record
-of its MPI calls and events, notes, memory, and the events a lecture's kit logged
-(xt_event: a pipeline stage's calls, an attention block's); per rank a status file of its
-faults (TODO, CRASH, ERROR, HANG, LEDGER). This module reads them into plain objects;
-harness.py judges them. The inputs a case reads are written here too, in the names the
-program expects.
+libxt's case mode (common/case_run.c, common/record.c) leaves, per case and rank, one file
+(outputs_path): the arrays the rank wrote, then its record of its MPI calls and events,
+notes, memory, and the events a lecture's kit logged (xt_event: a pipeline stage's calls,
+an attention block's); per rank a status file of its faults (TODO, CRASH, ERROR, HANG,
+LEDGER). This module reads them into plain objects; harness.py judges them. The inputs a
+case reads are written here too, one file per group (inputs_path), in the names the program
+expects.
 
 A kit's events are its lecture's business: the lecture's package registers each kind it
 logs with event_kind (its events.py: a pipeline lecture's "S" lines as StageCall in
@@ -13,6 +14,7 @@ rec.stages), and this module knows none of them.
 """
 
 import dataclasses
+import math
 import os
 import re
 from typing import List
@@ -42,7 +44,7 @@ def parse_npy(data, at=0):
         raise ValueError("a .npy header other than the plain one")
     shape = tuple(int(x) for x in m.group(2).split(b",") if x.strip())
     dtype = np.dtype(m.group(1).decode())
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     end = start + size + count * dtype.itemsize
     if len(data) < end:
         raise ValueError("an array cut short")
@@ -73,17 +75,45 @@ def read_pack(path):
             data = bytearray(f.read())
     except OSError:
         return {}
-    out, at = {}, 0
+    out = {}
+    for name, arr, _ in _entries(data):
+        if arr is None:
+            break
+        out[name] = arr
+    return out
+
+
+RECORD_MARK = "#record"  # the line before a rank's record in its outputs file
+
+
+def _entries(data):
+    """(name, array, offset after it) of each array of a pack in turn; at a line RECORD_MARK
+    (no array name begins with '#'), (RECORD_MARK, None, where the record starts), last."""
+    at = 0
     while at < len(data):
         nl = data.find(b"\n", at)
         if nl < 0:
-            break
+            return
         name = data[at:nl].decode(errors="replace")
+        if name == RECORD_MARK:
+            yield name, None, nl + 1
+            return
         try:
-            out[name], at = parse_npy(data, nl + 1)
+            arr, at = parse_npy(data, nl + 1)
         except ValueError:
-            break
-    return out
+            return
+        yield name, arr, at
+
+
+def record_text(data):
+    """The text of the record in a rank's outputs file (its last part, after RECORD_MARK),
+    or of a file that is only a record; None when there is none (the rank did not finish)."""
+    if data.startswith(b"# xt case record"):
+        return data.decode(errors="replace")
+    for name, _, at in _entries(data):
+        if name == RECORD_MARK:
+            return data[at:].decode(errors="replace")
+    return None
 
 
 def write_pack(path, arrays):
@@ -100,7 +130,8 @@ def inputs_path(cdir, group):
 
 
 def outputs_path(cdir, group, rank):
-    """What rank `rank` of group `group` wrote with xt_case_output."""
+    """What rank `rank` of group `group` wrote with xt_case_output, then its record of the
+    case (read_record)."""
     return os.path.join(cdir, f"g{group}.r{rank}.outputs")
 
 
@@ -228,13 +259,17 @@ def keep_expected(cdir, group, expected):
 
 
 def read_record(path):
+    """The record of a rank's case: from its outputs file (outputs_path), or a file holding
+    only a record; None when the rank did not finish the case."""
     rec = Record()
     try:
-        with open(path) as f:
-            lines = f.read().splitlines()
+        with open(path, "rb") as f:
+            text = record_text(f.read())
     except OSError:
         return None
-    for line in lines:
+    if text is None:
+        return None
+    for line in text.splitlines():
         if line.startswith("T "):
             rec.seconds = float(line[2:])
         elif line.startswith("C "):

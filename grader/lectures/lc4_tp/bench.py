@@ -259,7 +259,7 @@ def run_model(args, tree, np_, cfg, rounds, warmup, env, work):
                             f"(exit {res.returncode}); rerun: {launch.shell_line(cmd)}"]
 
     def case_records(k, n):
-        return [records.read_record(os.path.join(work, f"c{k}", f"g0.r{r}.mpi.txt"))
+        return [records.read_record(records.outputs_path(os.path.join(work, f"c{k}"), 0, r))
                 for r in range(n)]
 
     def losses(k, n, s):

@@ -183,7 +183,7 @@ def measure(name, np_, ms_, rounds, args, tree, work, env):
             if case["M"] != M:
                 continue
             cdir = os.path.join(work, f"c{k}")
-            recs = [records.read_record(os.path.join(cdir, f"g0.r{r}.mpi.txt"))
+            recs = [records.read_record(records.outputs_path(cdir, 0, r))
                     for r in range(np_)]
             if any(rec is None for rec in recs):
                 errors.append(f"{name} np {np_} M {M}: a rank wrote no record")
@@ -271,7 +271,7 @@ def figure(tree, work, env, timeout):
         cmd = launch.mpirun_command(FIGURE_NP, [os.path.abspath(binary), "--cases",
                                                 os.path.abspath(d)])
         res = launch.run(cmd, timeout=timeout, env=env)
-        recs = [records.read_record(os.path.join(d, "c0", f"g0.r{r}.mpi.txt"))
+        recs = [records.read_record(records.outputs_path(os.path.join(d, "c0"), 0, r))
                 for r in range(FIGURE_NP)]
         if res.returncode != 0 or any(rec is None for rec in recs):
             skipped.append(f"{name}: its figure case failed (exit {res.returncode})")

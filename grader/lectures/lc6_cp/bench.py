@@ -300,7 +300,7 @@ def measure(name, n, shape, ref, rounds, warmup, args, binary, work, env):
             if kind != op:
                 continue
             cdir = os.path.join(work, f"c{k}")
-            recs = [records.read_record(os.path.join(cdir, f"g0.r{r}.mpi.txt")) for r in range(n)]
+            recs = [records.read_record(records.outputs_path(cdir, 0, r)) for r in range(n)]
             if any(rec is None for rec in recs):
                 errors.append(f"{name} np {n} {what}: a rank wrote no record")
                 break

@@ -174,7 +174,7 @@ def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
     bytes_want = traffic(case, inputs)
     for k in range(warmup + rounds):
         cdir = os.path.join(work, f"c{k}")
-        recs = [records.read_record(os.path.join(cdir, f"g0.r{r}.mpi.txt")) for r in range(n)]
+        recs = [records.read_record(records.outputs_path(cdir, 0, r)) for r in range(n)]
         if any(rec is None for rec in recs):
             return None, [f"{what}: a rank wrote no record"], None
         wrong, margin = check_values(want, n, cdir)
