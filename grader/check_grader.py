@@ -5,6 +5,7 @@ patterns and rounds. selftest(suite) runs them all.
 """
 
 import glob
+import io
 import json
 import os
 import queue
@@ -223,6 +224,13 @@ def test_read_npy(s):
             got = mine[name]
             if got.dtype != a.dtype or got.shape != a.shape or got.tobytes() != a.tobytes():
                 bad.append(f"{path} '{name}': read {got.dtype} {got.shape}")
+    # What the grader writes (an inputs file): byte for byte what NumPy's writer writes.
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        buf = io.BytesIO()
+        np.lib.format.write_array(buf, a, allow_pickle=False)
+        if a.dtype.kind != "U" and records.npy_bytes(a) != buf.getvalue():
+            bad.append(f"npy_bytes of {a.dtype} {a.shape}: not NumPy's bytes")
     # An outputs file cut inside its last array (a rank that died writing it) reads as the
     # arrays before it; written by write_pack, read back whole.
     pack = os.path.join(d, "pack")
@@ -250,7 +258,7 @@ def test_read_npy(s):
         pass
     s.record(f"records.read_npy reads what np.load reads ({len(arrays)} kinds of array), and "
              f"read_pack each array of {len(written)} outputs files libxt wrote ({entries} "
-             f"arrays), without np.load's header parser; a file cut short is refused, a pack "
+             f"arrays), without np.load's header parser; npy_bytes writes NumPy's bytes; a file cut short is refused, a pack "
              f"cut short reads as the arrays before the cut (negative controls)",
              not bad and bool(written), bad[:4])
 

@@ -97,10 +97,10 @@ class TestResult:
 
 # -------------------------------------------------------------------- helpers
 
-def outputs_of(cdir, g, np_):
-    """Each rank's arrays by name: its outputs, and the inputs given to it alone that no
-    output of the same name replaced (records.rank_arrays)."""
-    return rank_arrays(cdir, g, np_)
+def copies(arrays):
+    """Each rank's arrays copied: a test's own check may change what it is given, and the
+    values are compared after it."""
+    return [{name: a.copy() for name, a in per_rank.items()} for per_rank in arrays]
 
 
 def scratch_dir(cdir, g):
@@ -569,19 +569,18 @@ class Runner:
                     if kind in REQUEST_NOTES:
                         text = resolve_sites(text, self.symbols, self.ex.sources)
                         return Failure("RULE", case, [f"{label}: rank {r} {text}"])
+            arrays = rank_arrays(cdir, g, case.np, group)
             if test.files:
-                broken = test.files(case, inp, outputs_of(cdir, g, case.np),
-                                    scratch_dir(cdir, g))
+                broken = test.files(case, inp, copies(arrays), scratch_dir(cdir, g))
                 if broken:
                     return Failure("WRONG", case, [f"{label}: {broken[0][1]}"])
             if test.check and test.check_first:
-                fail = self.run_check(test, case, inp, cdir, g, label)
+                fail = self.run_check(test, case, inp, arrays, label)
                 if fail:
                     return fail
             with clock.timed("references"):
                 expected = test.reference(case, inp)
             wrong = []  # (rank, name, message, expected, got) of every wrong output
-            arrays = rank_arrays(cdir, g, case.np)
             for r in range(case.np):
                 for name, exp in expected[r].items():
                     got = arrays[r].get(name)
@@ -610,7 +609,7 @@ class Runner:
                 lines += [f"also: {text}" for text in broken_rules(test, case, inp, group)]
                 return Failure("WRONG", case, lines, hint=hint or None)
             if test.check and not test.check_first:
-                fail = self.run_check(test, case, inp, cdir, g, label)
+                fail = self.run_check(test, case, inp, arrays, label)
                 if fail:
                     return fail
             for r, rec in enumerate(group):
@@ -640,8 +639,8 @@ class Runner:
         if ratio > self.margins.get(test.name, (-1.0,))[0]:
             self.margins[test.name] = (ratio, label, name)
 
-    def run_check(self, test, case, inp, cdir, g, label):
-        broken = test.check(case, inp, outputs_of(cdir, g, case.np))
+    def run_check(self, test, case, inp, arrays, label):
+        broken = test.check(case, inp, copies(arrays))
         if broken:
             return Failure("WRONG", case, [f"{label}: {broken[0][1]}"],
                            hint=getattr(test.check, "hint", None))

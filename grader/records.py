@@ -14,6 +14,7 @@ rec.stages), and this module knows none of them.
 """
 
 import dataclasses
+import io
 import math
 import os
 import re
@@ -105,23 +106,51 @@ def _entries(data):
         yield name, arr, at
 
 
+def split_outputs(data):
+    """A rank's outputs file: ({name: array} of the arrays before its record, the record's
+    text or None when there is none: the rank did not finish). A file that is only a record
+    gives ({}, its text)."""
+    if data.startswith(b"# xt case record"):
+        return {}, data.decode(errors="replace")
+    arrays = {}
+    for name, arr, at in _entries(data):
+        if arr is None:
+            return arrays, data[at:].decode(errors="replace")
+        arrays[name] = arr
+    return arrays, None
+
+
 def record_text(data):
     """The text of the record in a rank's outputs file (its last part, after RECORD_MARK),
-    or of a file that is only a record; None when there is none (the rank did not finish)."""
-    if data.startswith(b"# xt case record"):
-        return data.decode(errors="replace")
-    for name, _, at in _entries(data):
-        if name == RECORD_MARK:
-            return data[at:].decode(errors="replace")
-    return None
+    or of a file that is only a record; None when there is none."""
+    return split_outputs(data)[1]
+
+
+def npy_bytes(a):
+    """a (C-contiguous) in .npy form, format 1.0, as np.save writes it: the plain header
+    (NPY_HEADER) padded with spaces to a multiple of 64 bytes, then the data. Built here,
+    not by NumPy's writer, which takes longer than the data for the small arrays of a
+    grade; anything but a little-endian plain number goes to NumPy's."""
+    d = a.dtype
+    if d.kind not in "biuf" or d.byteorder == ">" or (d.byteorder == "=" and
+                                                      np.little_endian is False):
+        buf = io.BytesIO()
+        np.lib.format.write_array(buf, a, allow_pickle=False)
+        return buf.getvalue()
+    descr = np.lib.format.dtype_to_descr(d)
+    head = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {a.shape!r}, }}"
+    pad = -(10 + len(head) + 1) % 64
+    head = (head + " " * pad + "\n").encode()
+    return b"\x93NUMPY\x01\x00" + len(head).to_bytes(2, "little") + head + a.tobytes()
 
 
 def write_pack(path, arrays):
     """(name, array) pairs into one file, as read_pack and common/case.c read it."""
+    parts = []
+    for name, val in arrays:
+        parts += [name.encode(), b"\n", npy_bytes(np.ascontiguousarray(val))]
     with open(path, "wb") as f:
-        for name, val in arrays:
-            f.write(name.encode() + b"\n")
-            np.lib.format.write_array(f, np.ascontiguousarray(val), allow_pickle=False)
+        f.write(b"".join(parts))
 
 
 def inputs_path(cdir, group):
@@ -135,16 +164,17 @@ def outputs_path(cdir, group, rank):
     return os.path.join(cdir, f"g{group}.r{rank}.outputs")
 
 
-def rank_arrays(cdir, group, np_):
+def rank_arrays(cdir, group, np_, recs=None):
     """Each rank's arrays of group `group` of a case, by name: the inputs given to that rank
     alone, replaced by its outputs of the same name (so an array meant to be written in
-    place of its input and never written reads as the input it was)."""
+    place of its input and never written reads as the input it was). recs: the group's
+    records, read already with their arrays (read_record), or None to read the files."""
     given = read_pack(inputs_path(cdir, group))
     out = []
     for r in range(np_):
         prefix = f"r{r}."
         arrays = {n[len(prefix):]: a for n, a in given.items() if n.startswith(prefix)}
-        arrays.update(read_pack(outputs_path(cdir, group, r)))
+        arrays.update(recs[r].arrays if recs else read_pack(outputs_path(cdir, group, r)))
         out.append(arrays)
     return out
 
@@ -206,6 +236,8 @@ class Record:
     kit_events: dict = dataclasses.field(default_factory=dict)
     events_dropped: int = 0  # kit events past the log's cap, in no list
     complete: bool = False
+    # The arrays the rank wrote (xt_case_output) before its record, in the same file.
+    arrays: dict = dataclasses.field(default_factory=dict)
 
     def __getattr__(self, name):
         if not name.startswith("_") and name != "kit_events" and (name == "unparsed" or any(
@@ -264,7 +296,7 @@ def read_record(path):
     rec = Record()
     try:
         with open(path, "rb") as f:
-            text = record_text(f.read())
+            rec.arrays, text = split_outputs(bytearray(f.read()))
     except OSError:
         return None
     if text is None:
