@@ -353,6 +353,11 @@ bench-grade:
 	@py=$$(grader/setup.sh) && "$$py" grader/gradebench.py $(ARGS_LC) $(if $(EX),--ex $(EX)) \
 		$(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(VS),--vs $(VS)) $(if $(SEED),--seed $(SEED))
 
+# Two nodes on this machine, a hostfile and a Slurm allocation, each graded through
+# (grader/testcluster.py: root; installs slurm-wlm and munge where missing).
+test-cluster:
+	@py=$$(grader/setup.sh) && "$$py" grader/testcluster.py
+
 lectures:
 	@py=$$(grader/setup.sh) && "$$py" grader/grade.py --list
 
@@ -402,6 +407,7 @@ help:
 	@echo "                         SAN=1: with AddressSanitizer)"
 	@echo "make bench LC=N          lecture N's benchmark, beside formulas or the MPI library"
 	@echo "make bench-grade [LC=N]  where a grade's seconds go, per lecture [VS=DIR ROUNDS=3]"
+	@echo "make test-cluster        a hostfile and a Slurm allocation of two nodes here (root)"
 	@echo "                         (LC=all: every lecture that has one; no LC: the first;"
 	@echo "                         ARGS=--help: the options; SOL=0: your own files)"
 	@echo "make lectures            every lecture found, its exercises, points and page"
@@ -417,5 +423,5 @@ help:
 	@echo "make format              clang-format every C file"
 	@echo "make clean               remove build/"
 
-.PHONY: compdb-missing all cuda emu grade test debug deps demo bench bench-grade lectures readme hint drill drills stubs \
+.PHONY: compdb-missing all cuda emu grade test test-cluster debug deps demo bench bench-grade lectures readme hint drill drills stubs \
         format clean help

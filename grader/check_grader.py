@@ -170,6 +170,7 @@ def selftest(s):
     test_event_lines(s)
     test_resident(s)
     test_shared_refusals(s)
+    test_cluster_configs(s)
     test_shared_mutants(s)
     test_grade_profile(s)  # first: its grade leaves the files libxt wrote that read_npy reads
     test_read_npy(s)
@@ -331,14 +332,17 @@ def test_launcher_words(s):
     for r, text in ((0, "step 1: loss 2.5\n" + banner), (1, banner)):
         with open(os.path.join(cdir, f"g0.r{r}{harness.OUTPUT_SUFFIX}"), "w") as f:
             f.write(text)
+    # Under srun a rank prints Open MPI's TCP warning itself, into its case's file.
+    with open(os.path.join(cdir, f"g0.r1{harness.OUTPUT_SUFFIX}"), "a") as f:
+        f.write(f"{dashes}\n{tcp}{dashes}\n")
     shown = harness.printed_lines(cdir, 0, 2)
     own = f"{dashes}\nmy table\n{dashes}\n"
     with open(os.path.join(cdir, f"g0.r1{harness.OUTPUT_SUFFIX}"), "w") as f:
         f.write(own)
     kept = harness.printed_lines(cdir, 0, 2)
-    s.record("what the ranks printed leaves out Open MPI's MPI_Abort banner, which a rank "
-             "prints itself under srun; a block of the student's own between dashes stays "
-             "(negative control)",
+    s.record("what the ranks printed leaves out Open MPI's MPI_Abort banner and its TCP "
+             "warning, which a rank prints itself under srun; a block of the student's own "
+             "between dashes stays (negative control)",
              len(shown) == 2 and "printed 1 line," in shown[0] and "loss 2.5" in shown[1]
              and "printed 4 lines" in kept[0] and any("my table" in ln for ln in kept),
              shown + kept)
@@ -497,6 +501,27 @@ def test_shared_refusals(s):
     s.record("refusal cases in a resident launch: refused on every rank there; a refusal on "
              "rank 0 alone (the shared launch ends on its watchdog) and a step that never "
              "refuses get the report one launch per exercise gives", not problems, problems)
+
+
+def test_cluster_configs(s):
+    """make test-cluster's configuration files (grader/cluster/) parse; negative controls:
+    a slurm.conf line that is not Key=Value words, a hostfile without one node."""
+    import testcluster
+    problems = testcluster.check_configs()
+    d = fresh("cluster_configs")
+    broken = os.path.join(d, "cluster")
+    shutil.copytree(testcluster.CONF, broken)
+    with open(os.path.join(broken, "slurm.conf.in"), "a") as f:
+        f.write("NodeName xt-node3 CPUs=8\n")
+    with open(os.path.join(broken, "hosts"), "w") as f:
+        f.write("xt-node1 slots=8\n")
+    found = testcluster.check_configs(broken)
+    if not any("slurm.conf.in: line" in p for p in found) or not any(
+            p.startswith("hosts:") for p in found):
+        problems.append(f"broken files not reported: {found}")
+    s.record("make test-cluster's files parse: slurm.conf.in (Key=Value words, its two nodes), "
+             "the hostfile (two nodes, 8 slots), the rsh agent (sh -n); a broken line and a "
+             "missing node are reported (negative controls)", not problems, problems)
 
 
 def test_shared_mutants(s):

@@ -374,7 +374,7 @@ class Runner:
                     died_here = True
                     death = self.classify_death(res, status, case, k, world)
                     # What the launcher or the library said of it, in words it knows.
-                    death.lines += [w for w in launcher_causes(res.output)
+                    death.lines += [w for w in launcher_causes(self.messages(res, k))
                                     if w not in death.lines]
                     outcomes.append(CaseOutcome(case, death.kind, death.lines[0], cdir,
                                                 death.group))
@@ -801,10 +801,11 @@ def printable(text, width):
 
 
 # A banner the MPI library prints from inside a rank, not the student's: Open MPI's
-# show_help block for MPI_Abort, which a rank prints itself where no mpirun gathers it
-# (a direct launch: Slurm's srun), between two lines of dashes.
+# show_help blocks, which a rank prints itself where no mpirun gathers them (a direct
+# launch: Slurm's srun), between two lines of dashes: MPI_Abort's, and the warning that
+# ranks could not connect over TCP (launcher_causes explains it under the failure).
 BANNER_EDGE = re.compile(r"^-{20,}$")
-BANNER_FIRST = ("MPI_ABORT was invoked",)
+BANNER_FIRST = ("MPI_ABORT was invoked", "WARNING: Open MPI failed to TCP connect")
 
 
 def without_banners(lines):
