@@ -46,10 +46,7 @@ def bench_link(lecture):
     with open(path) as f:
         text = re.sub(r"\\\n", " ", f.read())
     values = {}
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
+    for _, line in launch.config_lines(text):
         m = re.fullmatch(r"(BENCH_[A-Z]+)\s*:=\s*(.*)", line)
         if not m:
             raise ValueError(f"{path}: not a `BENCH_NAME := words` line: {line!r}")

@@ -425,13 +425,7 @@ def test_resident(s):
     if shared is None or alone is None:
         problems = ["a grade wrote no JSON:"] + tail(out1 + out0, 12)
     else:
-        a, b = verdicts_of(alone), verdicts_of(shared)
-        if a != b:
-            import difflib
-            problems = list(difflib.unified_diff(
-                json.dumps(a, indent=1, sort_keys=True).splitlines(),
-                json.dumps(b, indent=1, sort_keys=True).splitlines(), "alone", "shared",
-                lineterm=""))[:30]
+        problems = report_differences(alone, shared)
         verdicts = {(t["exercise"], t["test"]): t["verdict"] for lec_ in shared["lectures"]
                     for t in lec_["tests"]}
         broken = {"topk_gradient": "TODO", "moe_forward": "WRONG", "gshard": "DEADLOCK"}
@@ -476,13 +470,7 @@ def test_shared_refusals(s):
     if shared is None or alone is None:
         problems = ["a grade wrote no JSON:"] + tail(out1 + out0, 12)
     else:
-        a, b = verdicts_of(alone), verdicts_of(shared)
-        if a != b:
-            import difflib
-            problems = list(difflib.unified_diff(
-                json.dumps(a, indent=1, sort_keys=True).splitlines(),
-                json.dumps(b, indent=1, sort_keys=True).splitlines(), "alone", "shared",
-                lineterm=""))[:30]
+        problems = report_differences(alone, shared)
         verdicts = {t["test"]: t["verdict"] for lec_ in shared["lectures"]
                     for t in lec_["tests"]}
         if verdicts.pop("pp_dualpipe_refuses", None) != "WRONG" or \
@@ -552,6 +540,18 @@ def test_shared_mutants(s):
     s.record("mutants: seven of one exercise, one crashing, in shared launches (two: the "
              "crash ends the first) get the outcomes they get one by one", not problems,
              problems)
+
+
+def report_differences(alone, shared):
+    """How two grades' reports of one tree differ (verdicts_of each, as a diff of their
+    JSON, alone first): [] when they do not."""
+    a, b = verdicts_of(alone), verdicts_of(shared)
+    if a == b:
+        return []
+    import difflib
+    return list(difflib.unified_diff(json.dumps(a, indent=1, sort_keys=True).splitlines(),
+                                     json.dumps(b, indent=1, sort_keys=True).splitlines(),
+                                     "alone", "shared", lineterm=""))[:30]
 
 
 def lecture_of_mutant(name):

@@ -115,6 +115,15 @@ def san_env():
     return {"ASAN_OPTIONS": SAN_OPTIONS + (":" + mine if mine else "")}
 
 
+def config_lines(text):
+    """(line number, text) of each line of a configuration file that says something (a
+    hostfile, slurm.conf, a bench.mk): '#' comments and blank lines left out."""
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if line:
+            yield n, line
+
+
 def mpirun_command(np, argv):
     """The command that starts argv on np ranks."""
     launcher = os.environ.get("XT_LAUNCHER", "").strip()

@@ -34,6 +34,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import launch  # noqa: E402
 CONF = os.path.join(HERE, "cluster")
 WORK = os.path.join(ROOT, "build", "cluster")
 NODES = {"xt-node1": "127.0.0.2", "xt-node2": "127.0.0.3"}
@@ -52,10 +55,7 @@ def parse_slurm_conf(text):
     """[(key, value, {other keys})] of a slurm.conf, or raises ValueError naming the line:
     every line not blank or a comment is Key=Value words."""
     entries = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
+    for n, line in launch.config_lines(text):
         words = line.split()
         pairs = [w.split("=", 1) for w in words]
         if any(len(p) != 2 or not p[0] or not p[1] or not re.fullmatch(r"[A-Za-z]+", p[0])
@@ -68,10 +68,7 @@ def parse_slurm_conf(text):
 def parse_hosts(text):
     """{host: slots} of an Open MPI hostfile, or raises ValueError naming the line."""
     hosts = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
+    for n, line in launch.config_lines(text):
         m = re.fullmatch(r"([A-Za-z0-9.-]+)\s+slots=(\d+)", line)
         if not m:
             raise ValueError(f"line {n}: '{line}' is not '<host> slots=<n>'")
@@ -377,7 +374,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, HERE)
     import needs
     needs.numpy()
     sys.exit(main())
