@@ -657,6 +657,45 @@ def test_resident(s):
     s.record("resident launch: two exercises in one launch, each in its own directory and "
              "world (the ranks above it idle), the first one's leaked memory counted in its "
              "own cases (control) and in none of the second's", not problems, problems)
+    test_resident_refusal(s)
+
+
+def test_resident_refusal(s):
+    """A refusal case in a resident launch (common/case_run.c's run_refusable): where its
+    line names the file whose xt_die refuses (refuse=...), the case ends on every rank with
+    its ERROR on record and the launch goes on (the next case runs, the refused case's block
+    counted in it no more); the control names another file, and the refusal ends the run."""
+    source = os.path.join("common", "tests", "test_resident.c")
+    problems = []
+    for named, carries_on in ((source, True), ("lc0_other/exercise.c", False)):
+        d = fresh("resident_refusal")
+        cdir = os.path.join(d, "refuse")
+        for k in (0, 1):
+            os.makedirs(os.path.join(cdir, f"c{k}"))
+        with open(os.path.join(cdir, "cases.txt"), "w") as f:
+            f.write(f"case 0 np=2 fn=refuse die=7 refuse={named}\ncase 1 np=2 fn=refuse\n")
+        with open(os.path.join(d, "list.txt"), "w") as f:
+            f.write(f"refuse {os.path.abspath(cdir)} 2\n")
+        r = mpirun(2, [os.path.join(TESTS_BIN, "test_resident"), "--out", d, "--resident",
+                       os.path.join(d, "list.txt")])
+        errors = [ln for ln in status_lines(cdir) if ln.startswith("ERROR")
+                  and f"{source}:" in ln and "refused case 7" in ln]
+        after = [records.read_record(records.outputs_path(os.path.join(cdir, "c1"), 0, r_))
+                 for r_ in range(2)]
+        ran_on = all(a is not None and list(a.arrays.get("after", [])) == [1] for a in after)
+        if carries_on:
+            comm = [a.memory.get("comm", (None,))[0] if a else None for a in after]
+            if r.returncode != 0 or len(errors) != 2 or not ran_on or comm != [0, 0]:
+                problems.append(f"refuse={named}: exit {r.returncode}, {len(errors)} ERROR "
+                                f"lines (2 expected), case 1 ran on both ranks: {ran_on}, its "
+                                f"comm bytes {comm} (0 expected)")
+        elif r.returncode == 0 or ran_on or not errors:
+            problems.append(f"refuse={named} (another file): exit {r.returncode}, case 1 ran: "
+                            f"{ran_on}; the refusal should have ended the run")
+    s.record("resident launch: a refusal case whose line names the refusing file ends only "
+             "that case (both ranks' ERROR on record, the next case runs, the refused case's "
+             "block no longer counted); naming another file, it ends the run (control)",
+             not problems, problems)
 
 
 def selftest(s):

@@ -8,6 +8,11 @@
  *   world  outputs its world rank and MPI_COMM_WORLD's size: run in a world
  *          smaller than the launch's, only that world's ranks hold groups,
  *          and nothing the leak left is counted in its records
+ *   refuse a case with die=1 xt_allocs 64 bytes and stops with XT_CHECK, as an
+ *          exercise refuses its input; the others output "after". Where the
+ *          case line names this file (refuse=...) the refusal ends only that
+ *          case and the block counts in no later one; naming another file, it
+ *          ends the run
  */
 #include "xt_harness.h"
 
@@ -26,6 +31,16 @@ static void world_case(xt_case *c)
     xt_case_output(c, "seen", seen, XT_I32, 2);
 }
 
+static void refuse_case(xt_case *c)
+{
+    if (xt_case_has(c, "die")) {
+        (void)xt_alloc(XT_MEM_COMM, 64);
+        XT_CHECK(0, "refused case %ld", xt_case_int(c, "die"));
+    }
+    int32_t after = 1;
+    xt_case_output(c, "after", &after, XT_I32, 1);
+}
+
 static void demo(MPI_Comm comm)
 {
     xt_printf_ordered(comm, "a resident launch's test exercise: run it with --resident LIST");
@@ -39,6 +54,11 @@ int xt_entry_leak(int argc, char **argv)
 int xt_entry_world(int argc, char **argv)
 {
     return xt_main(argc, argv, world_case, demo);
+}
+
+int xt_entry_refuse(int argc, char **argv)
+{
+    return xt_main(argc, argv, refuse_case, demo);
 }
 
 int main(int argc, char **argv)
