@@ -15,9 +15,10 @@
  * (an input for one rank is named r<rank>.<name>, one for every rank of the
  * group plain <name>; outputs are plain names, and a later output of a name
  * replaces an earlier one). The outputs file ends with the rank's record of
- * the case (record.c), after a line "#record". Inputs in files of their own, DIR/c<k>/g<g>.r<r>.
- * <name>.npy, DIR/c<k>/g<g>.<name>.npy or DIR/c<k>/<name>.npy, are still read
- * where the inputs file has no such array (the benches write theirs so).
+ * the case (record.c), after a line "#record". Inputs in files of their own
+ * (DIR/c<k>/g<g>.r<r>.<name>.npy, DIR/c<k>/g<g>.<name>.npy or
+ * DIR/c<k>/<name>.npy) are still read where the inputs file has no such
+ * array (the benches write theirs so).
  * Inputs and outputs live in buffers with guard bytes on both sides, checked
  * when the function returns, and a const input is compared with a copy.
  * Built with AddressSanitizer, the guard bytes are poisoned for it too: the
@@ -226,15 +227,12 @@ static int packed_input(xt_case *c, const char *name, xt_array *out, char *err, 
             size_t nlen = (size_t)(nl - (c->inputs + at)), used = 0;
             int match = nlen == strlen(wanted[w]) && memcmp(c->inputs + at, wanted[w], nlen) == 0;
             at += nlen + 1;
-            xt_array a;
-            if (xti_npy_parse(c->inputs + at, len - at, path, &a, &used, err, cap) != 0)
+            if (match) /* the array itself; the others are read past */
+                return xti_npy_parse(c->inputs + at, len - at, path, out, 1, NULL, err, cap);
+            xt_array header;
+            if (xti_npy_parse(c->inputs + at, len - at, path, &header, 0, &used, err, cap) != 0)
                 return -1;
             at += used;
-            if (match) {
-                *out = a;
-                return 0;
-            }
-            free(a.data);
         }
     }
     return 1;

@@ -62,7 +62,7 @@ int xt_npy_try_read(const char *path, xt_array *out, char *err, size_t errcap)
     return xti_npy_read(path, out, err, errcap);
 }
 
-int xti_npy_parse(const unsigned char *buf, size_t len, const char *what, xt_array *out,
+int xti_npy_parse(const unsigned char *buf, size_t len, const char *what, xt_array *out, int keep,
                   size_t *used, char *err, size_t errcap)
 {
     memset(out, 0, sizeof *out);
@@ -140,14 +140,18 @@ int xti_npy_parse(const unsigned char *buf, size_t len, const char *what, xt_arr
         fail(err, errcap, "%s: file is truncated", what);
         goto done;
     }
+    if (used)
+        *used = at + bytes;
+    if (!keep) { /* only its length: an array read past */
+        rc = 0;
+        goto done;
+    }
     out->data = malloc(bytes ? bytes : 1);
     if (!out->data) {
         fail(err, errcap, "%s: out of memory for %zu bytes", what, bytes);
         goto done;
     }
     memcpy(out->data, buf + at, bytes);
-    if (used)
-        *used = at + bytes;
     rc = 0;
 done:
     free(hdr);
@@ -199,7 +203,7 @@ int xti_npy_read(const char *path, xt_array *out, char *err, size_t errcap)
     memset(out, 0, sizeof *out);
     if (xti_file_slurp(path, &buf, &len, err, errcap) != 0)
         return -1;
-    int rc = xti_npy_parse(buf, len, path, out, NULL, err, errcap);
+    int rc = xti_npy_parse(buf, len, path, out, 1, NULL, err, errcap);
     free(buf);
     return rc;
 }

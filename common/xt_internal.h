@@ -306,8 +306,9 @@ typedef int (*xti_npy_guard_fn)(const char *path, char *err, size_t errcap);
 void xti_npy_set_guard(xti_npy_guard_fn refuse); /* for xt_npy_try_read; NULL: none */
 /* xt_npy_try_read without the guard, for libxt's own reads. */
 int xti_npy_read(const char *path, xt_array *out, char *err, size_t errcap);
-/* One .npy array from memory (what names it in errors); *used: the bytes it took. */
-int xti_npy_parse(const unsigned char *buf, size_t len, const char *what, xt_array *out,
+/* One .npy array from memory (what names it in errors): its header into *out, its data
+ * copied too where keep; *used: the bytes it takes in buf. */
+int xti_npy_parse(const unsigned char *buf, size_t len, const char *what, xt_array *out, int keep,
                   size_t *used, char *err, size_t errcap);
 /* A .npy array onto an open stream; 0, or -1 when a write failed. */
 int xti_npy_fwrite(FILE *f, const void *data, xt_dtype dt, int ndim, const long *shape);

@@ -498,40 +498,43 @@ class Runner:
         r.lines += self.printed(r, fail)
         return r
 
-    def refused(self, test, case, k, world, inputs, res, status, launch_dir):
-        """None if the launch's one case, number k, ended in an error raised in the
-        exercise's file (xt_die, XT_CHECK) that test.refusal accepts; else the Failure. An
-        error raised elsewhere (libxt, the lecture's code) is no refusal: classify_death
-        reports it."""
-        cdir = os.path.join(launch_dir, f"c{k}")
+    def refusal_of(self, test, case, k, inputs, status, launch_dir):
+        """The first error of case k raised in the exercise's file (xt_die, XT_CHECK) and
+        what test.refusal says of it, (its status line, a WRONG message or None); None when
+        there is no such error. An error raised elsewhere (libxt, the lecture's code) is no
+        refusal."""
         mine = sorted((s for s in status if s.kind == "ERROR" and s.case == k
                        and s.text.startswith(self.ex.source + ":")), key=lambda s: s.us)
-        if mine:
-            s = mine[0]
-            text = s.text[len(self.ex.source) + 1:].split(": ", 1)[-1]
-            msg = test.refusal(case, inputs[max(s.group, 0)], text,
-                               scratch_dir(cdir, max(s.group, 0)))
+        if not mine:
+            return None
+        s = mine[0]
+        text = s.text[len(self.ex.source) + 1:].split(": ", 1)[-1]
+        g = max(s.group, 0)
+        return s, test.refusal(case, inputs[g], text,
+                               scratch_dir(os.path.join(launch_dir, f"c{k}"), g))
+
+    def refused(self, test, case, k, world, inputs, res, status, launch_dir):
+        """None if the launch's one case, number k, ended in a refusal (refusal_of) that
+        test.refusal accepts; else the Failure: a case that ended otherwise is reported by
+        classify_death."""
+        found = self.refusal_of(test, case, k, inputs, status, launch_dir)
+        if found:
+            s, msg = found
             return (Failure("WRONG", case, [f"{case.label}: rank {s.rank}: {msg}"], s.group)
                     if msg else None)
         if status or self.read_case(launch_dir, k, world, case.np) is None:
             return self.classify_death(res, status, case, k, world)
-        msg = test.refusal(case, inputs[0], None, scratch_dir(cdir, 0))
+        msg = test.refusal(case, inputs[0], None, scratch_dir(os.path.join(launch_dir,
+                                                                           f"c{k}"), 0))
         return Failure("WRONG", case, [f"{case.label}: {msg}"])
 
     def refused_here(self, test, case, k, inputs, status, launch_dir):
         """A refusal case that ran to its end in a resident launch (prepare's shared): None
-        if it was refused as it should be (its first error, raised in the exercise's file,
-        is one test.refusal accepts), else a RETRY Failure: anything else, graded alone
-        (refusals), is judged as a launch of its own would judge it."""
-        mine = sorted((s for s in status if s.kind == "ERROR" and s.case == k
-                       and s.text.startswith(self.ex.source + ":")), key=lambda s: s.us)
-        if mine:
-            s = mine[0]
-            text = s.text[len(self.ex.source) + 1:].split(": ", 1)[-1]
-            cdir = os.path.join(launch_dir, f"c{k}")
-            if not test.refusal(case, inputs[max(s.group, 0)], text,
-                                scratch_dir(cdir, max(s.group, 0))):
-                return None
+        if it was refused as it should be, else a RETRY Failure: anything else is graded
+        alone (refusals), and judged as a launch of its own would judge it."""
+        found = self.refusal_of(test, case, k, inputs, status, launch_dir)
+        if found and not found[1]:
+            return None
         return Failure("RETRY", case, [f"{case.label}: not refused as expected in a shared "
                                        f"launch; graded in launches of its own"])
 

@@ -482,8 +482,10 @@ def grade_group(lec, ex, program, group, seed, max_np, ended):
         if bad:  # grade_exercise's RULE, which runs nothing
             judged[m.name] = [harness_result(t, "RULE", [f"{source} {bad[0]}"]) for t in tests]
             continue
-        # A test that must end its run (spec.Test.refusal) has launches of its own in any
-        # grade: left to the mutant's own grade, with those it is judged on.
+        # A refusal test (spec.Test.refusal) is left to the mutant's own grade, even one
+        # whose cases make grade shares (refuses_on_every_rank): there a case that is not
+        # refused cleanly is graded again alone anyway, and a hanging one would end on the
+        # short refusal watchdog, a report its own grade does not give.
         if any(t.refusal and t.name == m.test for t in tests):
             continue
         tests = [t for t in tests if not t.refusal]
