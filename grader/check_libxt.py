@@ -667,7 +667,7 @@ def test_resident_refusal(s):
     counted in it no more); the control names another file, and the refusal ends the run."""
     source = os.path.join("common", "tests", "test_resident.c")
     problems = []
-    for named, carries_on in ((source, True), ("lc0_other/exercise.c", False)):
+    for named, carries_on in ((source, True), ("another/exercise.c", False)):
         d = fresh("resident_refusal")
         cdir = os.path.join(d, "refuse")
         for k in (0, 1):
