@@ -28,10 +28,11 @@
  * docs/grader.md has more.
  *
  * A case whose input the exercise must refuse (a refusal test: M not a
- * multiple of np) ends its run in xt_die, so it has a launch of its own;
- * in a resident launch its line says refuse=<the exercise's file>, and an
- * xt_die from that file ends only the case on that rank (run_refusable),
- * which then writes its record and goes on to the next case. A rank the
+ * multiple of np) ends its run in xt_die, and an exercise not yet written
+ * ends it at its XT_TODO. In a resident launch the case's line may say
+ * refuse=<the exercise's file>, and an xt_die from that file ends only the
+ * case on that rank; or todo=1, and an XT_TODO does (run_ending_early). The
+ * rank then writes its record and goes on to the next case. A rank the
  * others wait for in vain is the watchdog's, as any hang.
  *
  * What the function prints, on stdout or stderr, goes to the case's output
@@ -131,16 +132,26 @@ typedef struct {
     MPI_Comm comm; /* this rank's group of np, or MPI_COMM_NULL */
 } group_comm;
 
-/* Runs one case whose input the exercise must refuse, in a resident launch: 1 when the
- * exercise's own file called xt_die (core_err.c jumps back here), 0 when it returned. The
- * jump lands in this small frame, whose locals do not change after setjmp. */
-static int run_refusable(void (*run_case)(xt_case *c), xt_case *c, const char *file)
+/* Runs one case of a resident launch that may end early on this rank: an xt_die from
+ * `refuse` (a case the exercise must refuse) or, with `todo`, an XT_TODO (an exercise not
+ * yet written) jumps back here (core_err.c). 0 when the function returned, else how it
+ * ended (XTI_CASE_REFUSED, XTI_CASE_TODO). The jump lands in this small frame, whose
+ * locals do not change after setjmp. */
+static int run_ending_early(void (*run_case)(xt_case *c), xt_case *c, const char *refuse, int todo)
 {
-    if (setjmp(xti.refusal_point) != 0)
-        return 1;
-    xti.refusal_file = file;
+    switch (setjmp(xti.case_exit)) {
+    case 0:
+        break;
+    case XTI_CASE_REFUSED:
+        return XTI_CASE_REFUSED;
+    default:
+        return XTI_CASE_TODO;
+    }
+    xti.refusal_file = refuse;
+    xti.todo_ends_case = todo;
     run_case(c);
     xti.refusal_file = NULL;
+    xti.todo_ends_case = 0;
     return 0;
 }
 
@@ -249,17 +260,23 @@ void xt_run_cases(void (*run_case)(xt_case *c))
         xti_record_begin();
         atomic_store(&xti.phase, XTI_PHASE_USER);
         double t0 = xti_now();
-        /* A case to refuse runs so only in a resident launch: anywhere else xt_die ends
-         * the run, as a student's own launch would. */
+        /* A case may end early only in a resident launch: anywhere else xt_die and XT_TODO
+         * end the run, as a student's own launch would. */
         const char *refuse = xti.resident ? xti_case_param(&c, "refuse") : NULL;
-        int refused = refuse ? run_refusable(run_case, &c, refuse) : (run_case(&c), 0);
+        int todo = xti.resident && xti_case_param(&c, "todo") != NULL;
+        int ended =
+            refuse || todo ? run_ending_early(run_case, &c, refuse, todo) : (run_case(&c), 0);
+        if (ended) { /* it may have jumped out of a libxt computation */
+            xti.compute = NULL;
+            xti.compute_at = -1;
+        }
         double seconds = xti_now() - t0;
         atomic_store(&xti.phase, XTI_PHASE_DONE);
         output_end(out_fd, out);
 
         xti_case_check_buffers(&c);
         xti_mem_check();
-        if (refused) /* what the exercise held when it stopped counts in no later case */
+        if (ended) /* what the exercise held when it stopped counts in no later case */
             xti_mem_uncount_live();
         xti_check_pending_requests();
         char rec[4096];

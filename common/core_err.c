@@ -129,7 +129,8 @@ XT_NORETURN void xt_die_at(const char *file, int line, const char *fmt, ...)
     va_end(ap);
     if (xti.refusal_file && file && strcmp(file, xti.refusal_file) == 0) {
         xti.refusal_file = NULL; /* once: a second error ends the run */
-        longjmp(xti.refusal_point, 1);
+        xti.todo_ends_case = 0;
+        longjmp(xti.case_exit, XTI_CASE_REFUSED);
     }
     xti_abort(XT_EXIT_ERROR);
 }
@@ -167,5 +168,10 @@ XT_NORETURN void xt_todo_at(const char *file, int line, const char *func, const 
     snprintf(msg, sizeof msg, "%s:%d: %s(): %s", file, line, func, what);
     xti_diag("[xt] rank %d TODO %s\n", xti.rank, msg);
     xti_status_line("TODO", msg);
+    if (xti.todo_ends_case) {
+        xti.todo_ends_case = 0; /* once, as a refusal */
+        xti.refusal_file = NULL;
+        longjmp(xti.case_exit, XTI_CASE_TODO);
+    }
     xti_abort(XT_EXIT_TODO);
 }

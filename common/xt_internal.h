@@ -77,6 +77,13 @@ enum {
     XT_EXIT_DEADLOCK = 43, /* the watchdog fired */
 };
 
+/* How a case of a resident launch ended early on this rank (the value of its jump to
+ * xti.case_exit): refused (an xt_die from the file its line names), or at an XT_TODO. */
+enum {
+    XTI_CASE_REFUSED = 1,
+    XTI_CASE_TODO = 2,
+};
+
 /* What a rank is doing, for the watchdog's report. */
 enum {
     XTI_PHASE_SETUP,  /* before the first case, or outside case mode */
@@ -120,11 +127,14 @@ typedef struct {
      * running now, as its own launch would have it (the ranks above it idle). */
     int resident;
     int case_world;
-    /* In a resident launch, a case the exercise must refuse (its line's refuse=<file>):
-     * xt_die from that file ends the case on this rank (a jump to refusal_point) instead
-     * of the run, so that the launch goes on to the next case. NULL otherwise. */
+    /* In a resident launch, what ends only the case running now on this rank (a jump to
+     * case_exit) instead of the run, so that the launch goes on to the next case: an
+     * xt_die from refusal_file, in a case the exercise must refuse (its line's
+     * refuse=<file>; NULL otherwise), and an XT_TODO while todo_ends_case is set, in a case
+     * of an exercise not yet written (its line's todo=1). */
     const char *refusal_file;
-    jmp_buf refusal_point;
+    int todo_ends_case;
+    jmp_buf case_exit;
     /* The libxt computation running now ("backward": inside xt_mlp_backward, its hooks
      * included), or NULL, and where in it (the layer whose hook is running), or -1: each
      * MPI event is tagged with both, so that the grader can tell communication overlapped

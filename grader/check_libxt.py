@@ -661,40 +661,46 @@ def test_resident(s):
 
 
 def test_resident_refusal(s):
-    """A refusal case in a resident launch (common/case_run.c's run_refusable): where its
-    line names the file whose xt_die refuses (refuse=...), the case ends on every rank with
-    its ERROR on record and the launch goes on (the next case runs, the refused case's block
-    counted in it no more); the control names another file, and the refusal ends the run."""
+    """Cases that end early in a resident launch (common/case_run.c's run_ending_early): a
+    refusal, where the case's line names the file whose xt_die refuses (refuse=...), and an
+    XT_TODO, where it says todo=1. The case ends on every rank with its ERROR or TODO on
+    record and the launch goes on (the next case runs, the stopped case's block counted in
+    it no more); the controls name another file, or leave todo=1 out, and the run ends."""
     source = os.path.join("common", "tests", "test_resident.c")
     problems = []
-    for named, carries_on in ((source, True), ("another/exercise.c", False)):
-        d = fresh("resident_refusal")
-        cdir = os.path.join(d, "refuse")
+    for exercise, line, kind, text, carries_on in (
+            ("refuse", f"die=7 refuse={source}", "ERROR", "refused case 7", True),
+            ("refuse", "die=7 refuse=another/exercise.c", "ERROR", "refused case 7", False),
+            ("todo", "stop=1 todo=1", "TODO", "not written", True),
+            ("todo", "stop=1", "TODO", "not written", False)):
+        d = fresh("resident_early_end")
+        cdir = os.path.join(d, exercise)
         for k in (0, 1):
             os.makedirs(os.path.join(cdir, f"c{k}"))
         with open(os.path.join(cdir, "cases.txt"), "w") as f:
-            f.write(f"case 0 np=2 fn=refuse die=7 refuse={named}\ncase 1 np=2 fn=refuse\n")
+            f.write(f"case 0 np=2 fn={exercise} {line}\ncase 1 np=2 fn={exercise}\n")
         with open(os.path.join(d, "list.txt"), "w") as f:
-            f.write(f"refuse {os.path.abspath(cdir)} 2\n")
+            f.write(f"{exercise} {os.path.abspath(cdir)} 2\n")
         r = mpirun(2, [os.path.join(TESTS_BIN, "test_resident"), "--out", d, "--resident",
                        os.path.join(d, "list.txt")])
-        errors = [ln for ln in status_lines(cdir) if ln.startswith("ERROR")
-                  and f"{source}:" in ln and "refused case 7" in ln]
+        stops = [ln for ln in status_lines(cdir) if ln.startswith(kind)
+                 and f"{source}:" in ln and text in ln]
         after = [records.read_record(records.outputs_path(os.path.join(cdir, "c1"), 0, r_))
                  for r_ in range(2)]
         ran_on = all(a is not None and list(a.arrays.get("after", [])) == [1] for a in after)
         if carries_on:
             comm = [a.memory.get("comm", (None,))[0] if a else None for a in after]
-            if r.returncode != 0 or len(errors) != 2 or not ran_on or comm != [0, 0]:
-                problems.append(f"refuse={named}: exit {r.returncode}, {len(errors)} ERROR "
-                                f"lines (2 expected), case 1 ran on both ranks: {ran_on}, its "
-                                f"comm bytes {comm} (0 expected)")
-        elif r.returncode == 0 or ran_on or not errors:
-            problems.append(f"refuse={named} (another file): exit {r.returncode}, case 1 ran: "
-                            f"{ran_on}; the refusal should have ended the run")
-    s.record("resident launch: a refusal case whose line names the refusing file ends only "
-             "that case (both ranks' ERROR on record, the next case runs, the refused case's "
-             "block no longer counted); naming another file, it ends the run (control)",
+            if r.returncode != 0 or len(stops) != 2 or not ran_on or comm != [0, 0]:
+                problems.append(f"{line}: exit {r.returncode}, {len(stops)} {kind} lines (2 "
+                                f"expected), case 1 ran on both ranks: {ran_on}, its comm "
+                                f"bytes {comm} (0 expected)")
+        elif r.returncode == 0 or ran_on or not stops:
+            problems.append(f"{line} (control): exit {r.returncode}, case 1 ran: {ran_on}; "
+                            f"the {kind} should have ended the run")
+    s.record("resident launch: a refusal case whose line names the refusing file, and a case "
+             "with todo=1 that reaches an XT_TODO, end only that case (both ranks' ERROR or "
+             "TODO on record, the next case runs, the stopped case's block no longer "
+             "counted); naming another file, or without todo=1, the run ends (controls)",
              not problems, problems)
 
 

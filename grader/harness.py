@@ -86,6 +86,7 @@ class TestResult:
     case: Optional[spec.Case] = None  # the case the verdict comes from, if one
     cases: List[CaseOutcome] = dataclasses.field(default_factory=list)
     memory_damage: bool = False  # see Failure
+    todo_ended: bool = False  # it stopped at an XT_TODO in a shared launch, which went on
 
     @property
     def points(self):
@@ -109,7 +110,8 @@ def scratch_dir(cdir, g):
     return os.path.join(cdir, f"g{g}.scratch")
 
 
-# A refusal case's watchdog in a resident launch: its function refuses first thing.
+# A refusal case's watchdog in a resident launch (its function refuses first thing), and
+# every case's of an exercise with an XT_TODO left (a stub stops at its first line).
 REFUSAL_WATCHDOG = 3.0
 
 # A launch that spends this long outside its cases is slow to start.
@@ -291,12 +293,14 @@ class Runner:
         end a hang sooner."""
         return 60 + 2 * max((self.watchdog_of(t) for t, _, _ in plan), default=self.watchdog)
 
-    def prepare(self, plan, launch_dir, shared=False):
+    def prepare(self, plan, launch_dir, shared=False, todo=False):
         """Writes the inputs and cases.txt of plan, and run.sh, the command that runs them
         alone: (world size, {number: inputs per group}, that command, its environment).
         shared: for a resident launch, where a refusal case ends only itself (its line
         names the exercise's file, refuse=..., and its watchdog is short: a refusal is
-        the first thing the function does)."""
+        the first thing the function does); with todo (an exercise whose object still
+        calls xt_todo_at), every case's XT_TODO ends only that case (todo=1), on the same
+        short watchdog: a rank left waiting for one that stopped there is found soon."""
         os.makedirs(launch_dir, exist_ok=True)
         world = self.graded_world(plan)
         inputs = {}
@@ -317,6 +321,9 @@ class Runner:
             wd = 0 if self.debug else self.watchdog_of(test)
             if shared and test.refusal:
                 params += f" refuse={self.ex.source}"
+                wd = min(wd, REFUSAL_WATCHDOG)
+            if shared and todo:
+                params += " todo=1"
                 wd = min(wd, REFUSAL_WATCHDOG)
             lines.append(f"case {k} np={case.np} {params} watchdog={wd:g}")
         with open(os.path.join(launch_dir, "cases.txt"), "w") as f:
@@ -368,14 +375,28 @@ class Runner:
                 if dead_case is not None:
                     outcomes.append(CaseOutcome(case, "NOT RUN", cdir=cdir))
                     continue
+                if r.todo_ended:  # the cases its own launch would not have reached
+                    outcomes.append(CaseOutcome(case, "NOT RUN"))
+                    continue
                 recs = self.read_case(launch_dir, k, world, case.np)
-                if recs is None:  # the launch ended inside this case
+                todo = [s for s in status if s.case == k and s.kind == "TODO"] \
+                    if recs is not None else []
+                if todo:
+                    # A shared launch's case that stopped at an XT_TODO on every rank that
+                    # reached one (its line's todo=1): the test ends there as its own
+                    # launch would; the launch goes on.
+                    r.todo_ended = True
+                    death = Failure("TODO", case, [todo[0].text])
+                    # A refusal test's own launches (refusals) count every case they start.
+                    r.cases_run += bool(test.refusal)
+                elif recs is None:  # the launch ended inside this case
                     dead_case = k
                     died_here = True
                     death = self.classify_death(res, status, case, k, world)
                     # What the launcher or the library said of it, in words it knows.
                     death.lines += [w for w in launcher_causes(self.messages(res, k))
                                     if w not in death.lines]
+                if todo or recs is None:
                     outcomes.append(CaseOutcome(case, death.kind, death.lines[0], cdir,
                                                 death.group))
                     if first is None:

@@ -8,14 +8,19 @@ launch of the lecture's resident program, in the largest world any of them needs
 them one after another, each in its own world (the ranks above it idle); then each is
 judged from its own files (Runner.evaluate), exactly as after its own launch.
 
-Only a clean pass is taken from a shared launch: an exercise whose every case ran and
-whose every test is OK. Anything else (a WRONG, a RULE, a crash or hang that ended the
+Only a clean pass (or a clean TODO, below) is taken from a shared launch: an exercise
+whose every case ran and whose every test is OK. Anything else (a WRONG, a RULE, a crash or hang that ended the
 launch, a launch that failed after its cases) is graded again in launches of its own, as
 if there were no resident launch, so that a neighbour can never decide a verdict; the
 exercises the ended launch never reached go into a fresh resident launch. An exercise
-whose object still calls xt_todo_at (a stub's TODO ends the launch by design) is not
-started here at all, nor one with a refusal test (a case whose right answer is xt_die,
-which ends a launch) unless its contract has every rank refuse first thing
+not yet written (its object still calls xt_todo_at) shares too: each of its cases' lines
+says todo=1, an XT_TODO ends only that case on that rank (common/case_run.c), and the
+test stops there as its own launch would; the exercise is taken when its tests are OK up
+to the first that stopped so and every one after it stopped so too (the verdict TODO is
+its own code's, which no neighbour raises); a rank left waiting for one that stopped is a
+hang on a short watchdog, and the exercise is graded alone. No exercise with a refusal
+test (a case whose right answer is xt_die, which ends a launch) shares a launch unless
+its contract has every rank refuse first thing
 (spec.Test.refuses_on_every_rank): there each refusal case's line names the exercise's
 file (refuse=...), an xt_die from that file ends only the case on that rank
 (common/case_run.c), and the case is taken when every rank came through it and the first
@@ -42,8 +47,7 @@ import clock
 import launch
 from records import read_status
 
-# The libxt function every unwritten exercise ends in (XT_TODO calls xt_todo_at): such an
-# exercise ends a shared launch at its first case, so it is graded alone from the start.
+# The libxt function every unwritten exercise stops in (XT_TODO calls xt_todo_at).
 TODO_SYMBOL = "xt_todo_at"
 
 
@@ -84,6 +88,7 @@ class Member:
         self.runner = runner
         self.tests = tests
         self.plan = runner.plan_of(tests)
+        self.todo = has_todo(runner.ex.binary)
         self.launch_dir = self.world = self.inputs = None
 
     def prepare(self):
@@ -93,22 +98,38 @@ class Member:
             with clock.timed("cleanup"):
                 shutil.rmtree(r.work_dir, ignore_errors=True)
         self.launch_dir = r.next_launch_dir()
-        self.world, self.inputs, _, _ = r.prepare(self.plan, self.launch_dir, shared=True)
+        self.world, self.inputs, _, _ = r.prepare(self.plan, self.launch_dir, shared=True,
+                                                  todo=self.todo)
 
 
 def runnable(binary, tests, linked=True):
-    """Whether an exercise may share a launch: built (linked: its own program too), no
-    TODO left in its object, and no test that must end its run on purpose
-    (spec.Test.refusal) unless every rank is to refuse its cases first thing
-    (refuses_on_every_rank: there a refused case ends only itself)."""
+    """Whether an exercise may share a launch: built (linked: its own program too), and no
+    test that must end its run on purpose (spec.Test.refusal) unless every rank is to
+    refuse its cases first thing (refuses_on_every_rank: there a refused case ends only
+    itself)."""
     return ((os.path.exists(binary) or not linked)
-            and all(t.refuses_on_every_rank for t in tests if t.refusal)
-            and TODO_SYMBOL not in builds.undefined_symbols([binary + ".o"]).get(binary + ".o",
-                                                                                  set()))
+            and all(t.refuses_on_every_rank for t in tests if t.refusal))
+
+
+def has_todo(binary):
+    """Whether the exercise's object still calls xt_todo_at: an exercise not yet written,
+    whose cases' XT_TODO ends only the case in a shared launch (todo=1)."""
+    return TODO_SYMBOL in builds.undefined_symbols([binary + ".o"]).get(binary + ".o", set())
 
 
 def passed(results):
-    return all(r.verdict == "OK" for r in results)
+    """What make grade takes from a shared launch: an exercise whose every test passed, or
+    one not yet written: its tests OK up to the first that stopped at an XT_TODO, and every
+    one after that stopped so too (each at the case its own launch would stop at; the
+    verdict is the exercise's own code's, which no neighbour can raise). Anything else is
+    graded again alone."""
+    stopped = False
+    for r in results:
+        if r.todo_ended:
+            stopped = True
+        elif r.verdict != "OK" or stopped:
+            return False
+    return True
 
 
 def grade(members, program, work_dir, accept=passed, ended=None, take_ended=False, least=2):
@@ -180,9 +201,8 @@ def launch_once(members, program, launch_dir, take_ended=False):
         status = read_status(m.launch_dir, m.world)
         results, rerun = m.runner.evaluate(m.tests, m.plan, m.world, m.inputs, alone, status,
                                            m.launch_dir)
-        ran_all = not rerun and all(r.cases_run == len([1 for t, _, _ in m.plan
-                                                        if t is r.test])
-                                    for r in results.values())
+        ran_all = not rerun and all(r.todo_ended or r.cases_run == len(
+            [1 for t, _, _ in m.plan if t is r.test]) for r in results.values())
         if not ran_all:
             ended_in = m
             if take_ended:
