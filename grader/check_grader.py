@@ -170,7 +170,6 @@ def selftest(s):
     test_event_lines(s)
     test_resident(s)
     test_shared_refusals(s)
-    test_shared_todos(s)
     test_cluster_configs(s)
     test_shared_mutants(s)
     test_grade_profile(s)  # first: its grade leaves the files libxt wrote that read_npy reads
@@ -413,43 +412,80 @@ def verdicts_of(data):
 
 def test_resident(s):
     """Resident launches (grader/resident.py): lecture 7, whose exercises use four world
-    sizes, with a stub (its cases stop at their XT_TODO, the launch goes on), a mutant
-    caught WRONG (graded again alone) and one that deadlocks (it ends the shared launch;
-    graded alone; the exercises after it share a fresh launch). Every verdict, report line
-    and case must be what one launch per exercise gives, with the launches that design
-    implies."""
+    sizes, with exercises written in part (their cases' XT_TODO ends only the case, todo=1):
+    topk_gradient's backward left (OK then TODO: taken from the shared launch),
+    moe_backward untouched (TODO, taken), gate_sigmoid's middle function left (OK, TODO, OK:
+    graded again alone, where its last test starts afresh) and moe_overlap's TODO reached by
+    rank 0 alone while the others wait for it (the shared launch ends on its short watchdog;
+    graded alone); a mutant caught WRONG (moe_forward: graded again alone) and one that
+    deadlocks (gshard: it ends the shared launch, is graded alone, and the exercises after it
+    share a fresh launch). Every verdict and report line, the TODOs' included, must be what
+    one launch per exercise gives, with the launches that design implies."""
+    import drill
     lec = lecture_of_mutant("mfw_y_not_zeroed")
     tree = mutant_tree("resident_tree", lec, "mfw_y_not_zeroed", "gs_empty_rank_skips",
-                       stubs=["topk_gradient"])
+                       stubs=["moe_backward", "moe_overlap"])
+    problems = []
+
+    def edit(exercise, change):
+        path = os.path.join(tree, lec, exercise + ".c")
+        with open(path) as f:
+            text = f.read()
+        changed = change(text)
+        if changed == text:
+            problems.append(f"{exercise}.c: the change to make was not found")
+        with open(path, "w") as f:
+            f.write(changed)
+
+    def stub_of(exercise, function):
+        """The file with that one function as its stub has it."""
+        def change(text):
+            with open(os.path.join(lec, exercise + ".c")) as f:
+                stub = f.read().split("\n")
+            lines = text.split("\n")
+            a, b = drill.function_lines(text, function) or (0, -1)
+            c, d = drill.function_lines("\n".join(stub), function) or (0, -1)
+            return "\n".join(lines[:a] + stub[c:d + 1] + lines[b + 1:])
+        return change
+
+    edit("topk_gradient", stub_of("topk_gradient", "topk_backward"))
+    edit("gate_sigmoid", stub_of("gate_sigmoid", "gate_bias_update"))
+    edit("moe_overlap", lambda text: text.replace(
+        "    XT_TODO(", "    int me;\n    MPI_Comm_rank(comm, &me);\n    if (me != 0)\n"
+        "        MPI_Barrier(comm); /* waits for rank 0 in vain */\n    XT_TODO(", 1))
     args = ["--watchdog", "2"]
     shared, out1 = grade_json(tree, lec, 4242, args)
     alone, out0 = grade_json(tree, lec, 4242, args, env={"XT_RESIDENT": "0"})
-    problems = []
     if shared is None or alone is None:
-        problems = ["a grade wrote no JSON:"] + tail(out1 + out0, 12)
+        problems += ["a grade wrote no JSON:"] + tail(out1 + out0, 12)
     else:
-        problems = report_differences(alone, shared)
-        verdicts = {(t["exercise"], t["test"]): t["verdict"] for lec_ in shared["lectures"]
+        problems += report_differences(alone, shared)
+        verdicts = {t["test"]: t["verdict"] for lec_ in shared["lectures"]
                     for t in lec_["tests"]}
-        broken = {"topk_gradient": "TODO", "moe_forward": "WRONG", "gshard": "DEADLOCK"}
-        for (ex, test), v in verdicts.items():
-            want = broken.get(ex, "OK")
-            if v != want and not (ex == "gshard" and test != "gshard_forward"):
-                problems.append(f"{ex} {test}: {v}, expected {want}")
-        # One launch per exercise: 9 (topk_gradient's TODO and gshard's deadlock each end
-        # one launch, and its second test needs another). Shared: 2 launches (the second
-        # after the deadlock; topk_gradient's two tests stop at their TODO in one of them),
-        # then alone moe_forward 1 and gshard 2.
+        broken = {"topk_backward": "TODO", "gate_bias_update": "TODO", "moe_forward": "WRONG",
+                  "moe_backward": "TODO", "gshard_forward": "DEADLOCK",
+                  "moe_overlap_forward": "TODO"}
+        for test, v in verdicts.items():
+            want = broken.get(test, "OK")
+            # gshard's backward starts from its broken forward: any verdict, either way.
+            if v != want and test != "gshard_backward":
+                problems.append(f"{test}: {v}, expected {want}")
+        # One launch per exercise: 9 (gate_sigmoid's TODO and gshard's deadlock each end one
+        # launch, and the test after it needs another). Shared: 2 launches (the first ends in
+        # gshard's deadlock, the second in moe_overlap's hang), where topk_gradient and
+        # moe_backward stop at their TODOs and all2all_async passes; then alone
+        # gate_sigmoid 2, moe_forward 1, gshard 2 and moe_overlap 1.
         counts = [d["profile"]["launch"]["count"] for d in (alone, shared)]
-        if counts != [9, 5]:
-            problems.append(f"launches alone, shared: {counts}, expected [9, 5]")
+        if counts != [9, 8]:
+            problems.append(f"launches alone, shared: {counts}, expected [9, 8]")
         ran = sorted(os.path.basename(p) for p in glob.glob(os.path.join(
             "build", "grade", harness_tag(tree), lec, "resident", "launch*")))
         if ran != ["launch1", "launch2"]:
             problems.append(f"shared launches kept: {ran}, expected launch1 launch2")
-    s.record("resident launches: a lecture with a TODO, a WRONG and a DEADLOCK among its "
-             "exercises, in four world sizes, gets the very report one launch per exercise "
-             "gives, in 5 launches where that takes 9", not problems, problems)
+    s.record("resident launches: a lecture with exercises written in part (a stub, one half "
+             "written, one with a test OK after its TODO, one whose TODO rank 0 alone "
+             "reaches), a WRONG and a DEADLOCK, in four world sizes, gets the very report one "
+             "launch per exercise gives, the TODOs' lines included", not problems, problems)
 
 
 def test_shared_refusals(s):
@@ -544,74 +580,6 @@ def test_shared_mutants(s):
     s.record("mutants: seven of one exercise, one crashing, in shared launches (two: the "
              "crash ends the first) get the outcomes they get one by one", not problems,
              problems)
-
-
-def test_shared_todos(s):
-    """Exercises not yet written in a resident launch (their cases' todo=1): lecture 7 with
-    a stub untouched (moe_forward: taken from the shared launch), one half written
-    (topk_gradient's backward left: OK then TODO, taken), one whose middle function is left
-    (gate_sigmoid: OK, TODO, OK: graded again alone) and one whose TODO only rank 0 reaches
-    while the others wait for it (gshard: the shared launch ends on its short watchdog; graded
-    alone). Every verdict and report, the TODOs' lines and cases included, is what one
-    launch per exercise gives."""
-    import drill
-    lec = lecture_of_mutant("mfw_y_not_zeroed")
-    tree = mutant_tree("todo_tree", lec, stubs=["moe_forward", "gshard"])
-    problems = []
-
-    def edit(exercise, change):
-        path = os.path.join(tree, lec, exercise + ".c")
-        with open(path) as f:
-            text = f.read()
-        changed = change(text)
-        if changed == text:
-            problems.append(f"{exercise}.c: the change to make was not found")
-        with open(path, "w") as f:
-            f.write(changed)
-
-    def stub_of(exercise, function):
-        """The file with that one function as its stub has it."""
-        def change(text):
-            with open(os.path.join(lec, exercise + ".c")) as f:
-                stub = f.read().split("\n")
-            lines = text.split("\n")
-            a, b = drill.function_lines(text, function) or (0, -1)
-            c, d = drill.function_lines("\n".join(stub), function) or (0, -1)
-            return "\n".join(lines[:a] + stub[c:d + 1] + lines[b + 1:])
-        return change
-
-    edit("topk_gradient", stub_of("topk_gradient", "topk_backward"))
-    edit("gate_sigmoid", stub_of("gate_sigmoid", "gate_bias_update"))
-    edit("gshard", lambda text: text.replace(
-        '    XT_TODO("route,', "    int me;\n    MPI_Comm_rank(comm, &me);\n"
-        "    if (me != 0)\n        MPI_Barrier(comm); /* waits for rank 0 in vain */\n"
-        '    XT_TODO("route,', 1))
-    shared, out1 = grade_json(tree, lec, 4242, [])
-    alone, out0 = grade_json(tree, lec, 4242, [], env={"XT_RESIDENT": "0"})
-    if shared is None or alone is None:
-        problems += ["a grade wrote no JSON:"] + tail(out1 + out0, 12)
-    else:
-        problems += report_differences(alone, shared)
-        verdicts = {t["test"]: t["verdict"] for lec_ in shared["lectures"]
-                    for t in lec_["tests"]}
-        todo = {"topk_backward", "gate_bias_update", "moe_forward", "gshard_forward",
-                "gshard_backward"}
-        wrong = {t: v for t, v in verdicts.items() if v != ("TODO" if t in todo else "OK")}
-        if wrong or not todo <= set(verdicts):
-            problems.append(f"verdicts {wrong or verdicts}: {', '.join(sorted(todo))} TODO, "
-                            f"the rest OK expected")
-        # Alone: one launch per exercise (7), and one more for each test after a TODO that
-        # ended one (gate_sigmoid's third, gshard's second). Shared: the first launch ends in
-        # gshard (rank 0 stopped at its TODO, the others wait for it), gshard alone 2; the
-        # two exercises after it share a second; gate_sigmoid (a test OK after its TODO)
-        # alone 2. topk_gradient and moe_forward are taken from the first.
-        counts = [d["profile"]["launch"]["count"] for d in (alone, shared)]
-        if counts != [9, 6]:
-            problems.append(f"launches alone, shared: {counts}, expected [9, 6]")
-    s.record("exercises not yet written in a resident launch: a stub, one half written, one "
-             "with a test OK after its TODO (graded alone) and one whose TODO rank 0 alone "
-             "reaches (the shared launch ends on its watchdog) get the very report, TODO's "
-             "lines included, one launch per exercise gives", not problems, problems)
 
 
 def report_differences(alone, shared):

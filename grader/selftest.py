@@ -27,6 +27,7 @@ The last line is "N passed, N failed".
 """
 
 import argparse
+import concurrent.futures
 import glob
 import json
 import os
@@ -227,6 +228,8 @@ def test_grades(s):
                          f"{'full marks' if want == 'OK' else 'Score 0'}", ok,
                          [f"score {data['score']}/{data['max']}, exit {rc}"], f"({took:.1f} s)")
     s.section("demos (make demo)")
+    # Two demos at a time: each is mostly starting its ranks.
+    pool = concurrent.futures.ThreadPoolExecutor(2)
     for lec in lectures.names():
         # A lecture's manifest may name what an exercise's demo must show: DEMOS =
         # {exercise: [text, ...]}.
@@ -235,12 +238,13 @@ def test_grades(s):
         demos = sorted(glob.glob(os.path.join("solutions", lec, "*.c")) +
                        glob.glob(os.path.join("solutions", lec, "*.cu")))
         bad = []
-        for src in demos:
-            exe = os.path.join("build", os.path.splitext(src)[0])
-            if src.endswith(".cu"):
-                exe = os.path.join("build", "emu", os.path.splitext(src)[0])
-                sh(["make", "-s", "--no-print-directory", exe])
-            r = mpirun(4, [exe], timeout=60)
+        exes = [os.path.join("build", "emu" if src.endswith(".cu") else "",
+                             os.path.splitext(src)[0]) for src in demos]
+        cuda = [exe for src, exe in zip(demos, exes) if src.endswith(".cu")]
+        if cuda:  # one make for them, before they run: they share the device's objects
+            sh(["make", "-s", "--no-print-directory"] + cuda)
+        runs = pool.map(lambda exe: mpirun(4, [exe], timeout=60), exes)
+        for src, r in zip(demos, runs):
             wide = [ln for ln in r.output.splitlines() if len(ln) > 80]
             if r.returncode != 0 or "[r3]" not in r.output or wide:
                 bad.append(f"{src}: exit {r.returncode}: " +
@@ -254,6 +258,7 @@ def test_grades(s):
                                 for ex, v in shows.items()) if shows else ""
         s.record(f"{lec} demos: all {len(demos)} solutions run in lecture mode at np=4, print "
                  f"every rank within 80 columns{what}", not bad, bad)
+    pool.shutdown()
     for lec in lectures.names():
         n = lectures.number(lec)
         s.section(f"student tree (make grade LC={n})")
