@@ -21,6 +21,7 @@ typedef struct {
     char dir;  /* 'S' sent, 'R' received, 'C' collective */
     char comm; /* xti_comm_kind */
     int peer, tag;
+    int case_peer; /* the peer's rank in the case's group, whatever the communicator; -1 */
     long bytes;
     const char *compute; /* xti.compute and xti.compute_at when it happened */
     int compute_at;
@@ -30,7 +31,22 @@ enum { MAX_EVENTS = 1 << 20 };
 static event *events;
 static long n_events, cap_events, dropped_events;
 
-static void add_event(int fn, char dir, int peer, int tag, long bytes, char comm)
+/* The rank in the running case's group of `peer`, a rank of `comm`, or -1 (outside a case,
+ * or a process outside the group): a group's ranks are consecutive world ranks, its rank 0
+ * world rank xti.rank - xti.case_rank. A sub-communicator's peer is translated through
+ * MPI_COMM_WORLD, so that the grader can tell, say, which node a message went to. */
+static int case_peer_of(MPI_Comm comm, int peer)
+{
+    if (peer < 0 || xti.case_index < 0 || xti.case_comm == MPI_COMM_NULL)
+        return -1;
+    if (comm == xti.case_comm)
+        return peer;
+    int world = comm == MPI_COMM_WORLD ? peer : xti_world_rank(comm, peer);
+    int r = world - (xti.rank - xti.case_rank);
+    return world >= 0 && r >= 0 && r < xti.case_np ? r : -1;
+}
+
+static void add_event(int fn, char dir, int peer, int case_peer, int tag, long bytes, char comm)
 {
     if (n_events == cap_events) {
         if (cap_events >= MAX_EVENTS) {
@@ -42,7 +58,7 @@ static void add_event(int fn, char dir, int peer, int tag, long bytes, char comm
         XT_CHECK(events, "out of memory for the MPI event log");
     }
     events[n_events++] =
-        (event){(short)fn, dir, comm, peer, tag, bytes, xti.compute, xti.compute_at};
+        (event){(short)fn, dir, comm, peer, tag, case_peer, bytes, xti.compute, xti.compute_at};
 }
 
 /*
@@ -128,7 +144,7 @@ void xti_count_sent(int fn, int peer, int tag, long bytes, MPI_Comm comm)
     total[fn].msgs_sent++;
     stats[fn].bytes_sent += bytes;
     total[fn].bytes_sent += bytes;
-    add_event(fn, 'S', peer, tag, bytes, xti_comm_kind(comm));
+    add_event(fn, 'S', peer, case_peer_of(comm, peer), tag, bytes, xti_comm_kind(comm));
 }
 
 void xti_count_recv(int fn, const MPI_Status *st, MPI_Comm comm)
@@ -147,7 +163,8 @@ void xti_count_recv(int fn, const MPI_Status *st, MPI_Comm comm)
     stats[fn].bytes_recv += n;
     total[fn].bytes_recv += n;
     ledger_add('R', comm, st->MPI_SOURCE, st->MPI_TAG, n);
-    add_event(fn, 'R', st->MPI_SOURCE, st->MPI_TAG, n, xti_comm_kind(comm));
+    add_event(fn, 'R', st->MPI_SOURCE, case_peer_of(comm, st->MPI_SOURCE), st->MPI_TAG, n,
+              xti_comm_kind(comm));
 }
 
 void xti_count_coll(int fn, long sent, long recvd, char comm)
@@ -156,7 +173,7 @@ void xti_count_coll(int fn, long sent, long recvd, char comm)
     total[fn].bytes_sent += sent;
     stats[fn].bytes_recv += recvd;
     total[fn].bytes_recv += recvd;
-    add_event(fn, 'C', -1, -1, sent, comm);
+    add_event(fn, 'C', -1, -1, -1, sent, comm);
 }
 
 /* One-sided: the origin's bytes, as sent, whichever way they go. */
@@ -164,7 +181,7 @@ void xti_count_rma(int fn, int target, long bytes)
 {
     stats[fn].bytes_sent += bytes;
     total[fn].bytes_sent += bytes;
-    add_event(fn, 'C', target, -1, bytes, 'o');
+    add_event(fn, 'C', target, -1, -1, bytes, 'o');
 }
 
 long xt_mpi_calls(const char *fn)
@@ -218,11 +235,12 @@ void xti_counters_write(FILE *f)
     write_table(f, stats);
     fprintf(f, "# event: function S|R|C peer tag bytes "
                "communicator(case|world|self|other|other@<mesh group>) "
+               "the peer's rank in the case's group (-1: none) "
                "[libxt computation running[:layer whose hook runs]]\n");
     for (long i = 0; i < n_events; i++) {
         const event *e = &events[i];
-        fprintf(f, "E %s %c %d %d %ld %s", xti_fn_name[e->fn], e->dir, e->peer, e->tag, e->bytes,
-                xti_comm_kind_name(e->comm));
+        fprintf(f, "E %s %c %d %d %ld %s %d", xti_fn_name[e->fn], e->dir, e->peer, e->tag, e->bytes,
+                xti_comm_kind_name(e->comm), e->case_peer);
         if (e->compute)
             fprintf(f, " %s", e->compute);
         if (e->compute && e->compute_at >= 0)

@@ -205,6 +205,9 @@ class Event:
     # For comm "other": the group libxt named it (a process mesh's "dp", "pp", "tp", or
     # "mesh", its own communicator), written "other@pp"; "" for any other communicator.
     group: str = ""
+    # The peer's rank in the case's group, whichever communicator the message went on (a
+    # sub-communicator's ranks translated): -1 for a collective, or a process outside it.
+    case_peer: int = -1
 
 
 # A kit's event kinds: {line kind: (the Record attribute its list is, parse(words))}.
@@ -308,11 +311,11 @@ def read_record(path):
             _, fn, kind, *nums = line.split()
             rec.calls[fn] = CallStats(kind, *map(int, nums))
         elif line.startswith("E "):
-            _, fn, d, peer, tag, nbytes, comm, *inside = line.split()
+            _, fn, d, peer, tag, nbytes, comm, case_peer, *inside = line.split()
             compute, _, at = (inside[0] if inside else "").partition(":")
             comm, _, group = comm.partition("@")
             rec.events.append(Event(fn, d, int(peer), int(tag), int(nbytes), comm, compute,
-                                    int(at) if at else -1, group))
+                                    int(at) if at else -1, group, int(case_peer)))
         elif line.startswith("N "):
             _, kind, text = line.split(" ", 2)
             rec.notes.append((kind, text))

@@ -936,6 +936,92 @@ def allreduce_rd(rng):
     return [s for n in NPS for s in allreduce_specs(n)]
 
 
+# ------------------------------------------- fun_hierarchical_allreduce.c
+
+# (np, ranks per node): one node, one rank a node, and nodes of 2, 3 and 4.
+NODE_SHAPES = [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3), (4, 1), (4, 2), (4, 4), (5, 5), (8, 2),
+               (8, 4)]
+
+
+def hierarchical_specs():
+    """Reductions on each shape, the counts of counts_for(np) and one that L N divides (the
+    exact byte budgets) rotating, and a long float32 sum that it divides too."""
+    specs = []
+    for k, (n, per_node) in enumerate(NODE_SHAPES):
+        counts = counts_for(n) + [3 * n]
+        # A quarter of the reductions on each small shape (each of them on some shape), half
+        # on the 8-rank ones.
+        for i, (dtype, op) in enumerate(REDUCTIONS[k % 4::4] if n != 8 else REDUCTIONS[::2]):
+            specs.append({"np": n, "ranks_per_node": per_node, "dtype": dtype, "op": op,
+                          "count": counts[(i + n + per_node) % len(counts)]})
+        specs.append({"np": n, "ranks_per_node": per_node, "dtype": "float32", "op": "sum",
+                      "count": 1250 * n})
+    return specs
+
+
+def splits_and_p2p_only(case, inputs, records):
+    """Point-to-point messages, and MPI_Comm_split for the node and cross-node groups."""
+    return point_to_point_only(case, inputs, [
+        type(rec)(calls={fn: st for fn, st in rec.calls.items() if fn != "MPI_Comm_split"})
+        for rec in records])
+
+
+splits_and_p2p_only.__doc__ = "point-to-point messages and MPI_Comm_split only"
+
+
+def node_bytes(case, inputs, records):
+    """Bytes each rank sends to ranks of its own node and of other nodes (each message's
+    peer in the case's group, whichever communicator it went on): in all, the three rings'
+    2 N (L-1) S inside nodes and 2 (N-1) S across them, for any count; per rank 2 (L-1)/L S
+    and 2 (N-1)/N S/L where L N divides count."""
+    per_node = case["ranks_per_node"]
+    nodes = case.np // per_node
+    size = case["count"] * itemsize(case)
+    inside, across = [], []
+    for r, rec in enumerate(records):
+        mine = [e for e in rec.sends() if e.case_peer >= 0]
+        inside.append(sum(e.bytes for e in mine if e.case_peer // per_node == r // per_node))
+        across.append(sum(e.bytes for e in mine if e.case_peer // per_node != r // per_node))
+    shape = (f"{nodes} node{'s' if nodes > 1 else ''} of {per_node} rank"
+             f"{'s' if per_node > 1 else ''}, S = {size} B")
+    if case["count"] % (per_node * nodes) == 0:
+        want_in = 2 * (per_node - 1) * size // per_node
+        want_across = 2 * (nodes - 1) * size // (nodes * per_node)
+        for r in range(case.np):
+            if across[r] != want_across:
+                return [(r, f"rank {r} sent {across[r]} B to other nodes; with {shape} the "
+                            f"node-aware all-reduce sends 2 (N-1)/N S/L = {want_across} B "
+                            f"across nodes: only its own block, all-reduced among the ranks "
+                            f"of its local index ({inside[r]} B inside its node)")]
+            if inside[r] != want_in:
+                return [(r, f"rank {r} sent {inside[r]} B inside its node; with {shape} the "
+                            f"reduce-scatter and all-gather rings inside a node send 2 (L-1)/L "
+                            f"S = {want_in} B ({across[r]} B to other nodes)")]
+        return []
+    total_in, total_across = 2 * nodes * (per_node - 1) * size, 2 * (nodes - 1) * size
+    r = max(range(case.np), key=lambda q: across[q])
+    if sum(across) != total_across:
+        return [(r, f"the ranks sent {sum(across)} B across nodes in all (rank {r} "
+                    f"{across[r]} B); with {shape} the node-aware all-reduce sends 2 (N-1) S = "
+                    f"{total_across} B: each rank's block crosses the network only in its "
+                    f"cross-node ring")]
+    if sum(inside) != total_in:
+        r = max(range(case.np), key=lambda q: inside[q])
+        return [(r, f"the ranks sent {sum(inside)} B inside their nodes in all (rank {r} "
+                    f"{inside[r]} B); with {shape} the two rings inside each node send 2 N "
+                    f"(L-1) S = {total_in} B")]
+    return []
+
+
+@test("fun_hierarchical_allreduce", points=10, inputs=allreduce_inputs,
+      reference=allreduce_reference, tolerance=allreduce_tolerance,
+      label=lambda c: f"np={c.np} ranks_per_node={c['ranks_per_node']} {c['dtype']} {c['op']} "
+                      f"count={c['count']}",
+      rules=[splits_and_p2p_only, node_bytes])
+def hierarchical_allreduce(rng):
+    return hierarchical_specs()
+
+
 # --------------------------------------------------------- fun_barrier.c
 
 LATE = 0.060  # the last rank's delay (s); the others arrive within EARLY
@@ -1266,5 +1352,5 @@ def ring_allreduce_cuda(rng):
 TESTS = [make_mesh_2d, make_half, group_sums, chain_pass, gather_async, recv_any_size, ring_shift,
          ring_shift_sendrecv, bcast_linear, bcast_binomial, reduce_linear, reduce_binomial,
          gather_linear, allgather_ring, scatter_linear, reduce_scatter_ring, ring_allreduce,
-         allreduce_rd, barrier_dissemination, alltoallv_from_splits, alltoallv_scratch,
+         allreduce_rd, hierarchical_allreduce, barrier_dissemination, alltoallv_from_splits, alltoallv_scratch,
          dist_softmax, send_device, recv_device, ring_allreduce_cuda]
