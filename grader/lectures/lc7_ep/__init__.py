@@ -14,6 +14,7 @@ from lectures.lc7_ep.overlap import experts_exchange, moe_overlap_forward
 from lectures.lc7_ep.routing import (gate_bias_update, gate_sigmoid_forward, seq_balance_loss,
                                      topk_backward, topk_forward)
 from lectures.lc7_ep.events import ExpertCall
+from lectures.lc7_ep.nodelimit import node_limited_backward, node_limited_forward
 
 TITLE = "mixture of experts and expert parallelism"
 
@@ -25,12 +26,15 @@ KIT_EVENTS = [ExpertCall]
 
 TESTS = [topk_forward, topk_backward,
          gate_sigmoid_forward, gate_bias_update, seq_balance_loss,
+         node_limited_forward, node_limited_backward,
          moe_forward, moe_backward,
          gshard_forward, gshard_backward,
          experts_exchange,
          moe_overlap_forward]
 
 DEMOS = {"topk_gradient": ["dlogits equals the dense softmax's gradient through the chosen: yes"],
+         "node_limited_routing": ["M = 2 nodes: experts 4 5 2 3",
+                                  "dscores equals the central differences: yes"],
          "gate_sigmoid": ["the bias never weighs: w equals the chosen scores normalised: yes",
                           "uniform routing's loss equals alpha: yes",
                           "dlogits equals the loss's central differences: yes"],
