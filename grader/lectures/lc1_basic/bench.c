@@ -7,6 +7,7 @@
  *
  *     ring_allreduce       MPI_Allreduce       (in place, sum)
  *     allreduce_rd         MPI_Allreduce       (in place, sum)
+ *     hierarchical_allreduce MPI_Allreduce     (in place, sum; nodes of --per-node ranks)
  *     allgather_ring       MPI_Allgather
  *     reduce_scatter_ring  MPI_Reduce_scatter  (equal blocks, sum)
  *     bcast_binomial       MPI_Bcast           (root 0)
@@ -58,6 +59,8 @@
 
 void ring_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) XT_WEAK;
 void allreduce_rd(void *buf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) XT_WEAK;
+void hierarchical_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op, int ranks_per_node,
+                            MPI_Comm comm) XT_WEAK;
 void allgather_ring(const void *send, void *recv, int count, MPI_Datatype dt,
                     MPI_Comm comm) XT_WEAK;
 void reduce_scatter_ring(const void *send, void *recv, const int *recvcounts, MPI_Datatype dt,
@@ -71,6 +74,8 @@ void xt_direct_ring_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op,
                               MPI_Comm comm) XT_WEAK;
 void xt_direct_allreduce_rd(void *buf, int count, MPI_Datatype dt, MPI_Op op,
                             MPI_Comm comm) XT_WEAK;
+void xt_direct_hierarchical_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op,
+                                      int ranks_per_node, MPI_Comm comm) XT_WEAK;
 void xt_direct_allgather_ring(const void *send, void *recv, int count, MPI_Datatype dt,
                               MPI_Comm comm) XT_WEAK;
 void xt_direct_reduce_scatter_ring(const void *send, void *recv, const int *recvcounts,
@@ -95,6 +100,7 @@ typedef struct {
     int *displs;    /* i * block */
     int *rcounts;   /* what alltoallv_scratch reports */
     long a2a_total; /* and returns */
+    int per_node;   /* ranks a node, for hierarchical_allreduce */
     int direct;     /* 1: past libxt's PMPI counters */
     int keep;       /* 1: alltoallv_scratch's result is copied out (the check) */
 } bench;
@@ -123,6 +129,12 @@ static void allreduce_rd_hand(bench *b, void *out)
 {
     (b->direct ? xt_direct_allreduce_rd : allreduce_rd)(out, (int)b->count, b->dt, MPI_SUM,
                                                         b->comm);
+}
+
+static void allreduce_hier_hand(bench *b, void *out)
+{
+    (b->direct ? xt_direct_hierarchical_allreduce
+               : hierarchical_allreduce)(out, (int)b->count, b->dt, MPI_SUM, b->per_node, b->comm);
 }
 
 static void allreduce_lib(bench *b, void *out)
@@ -200,6 +212,9 @@ static collective collectives[] = {
      (any_fn)xt_direct_ring_allreduce, allreduce_ring_hand, allreduce_lib, whole},
     {"allreduce_rd", "MPI_Allreduce", "fun_allreduce_rd.c", 0, 1, 1, (any_fn)allreduce_rd,
      (any_fn)xt_direct_allreduce_rd, allreduce_rd_hand, allreduce_lib, whole},
+    {"hierarchical_allreduce", "MPI_Allreduce", "fun_hierarchical_allreduce.c", 0, 1, 1,
+     (any_fn)hierarchical_allreduce, (any_fn)xt_direct_hierarchical_allreduce, allreduce_hier_hand,
+     allreduce_lib, whole},
     {"allgather_ring", "MPI_Allgather", "fun_gather.c", 1, 0, 0, (any_fn)allgather_ring,
      (any_fn)xt_direct_allgather_ring, allgather_hand, allgather_lib, whole},
     {"reduce_scatter_ring", "MPI_Reduce_scatter", "fun_reduce_scatter.c", 1, 1, 0,
@@ -533,6 +548,30 @@ static void measure_limit(bench *b, long bytes, int rounds)
     free(dst);
 }
 
+/*
+ * Ranks a node: --per-node when given (np a multiple of it); else the launch's, the ranks
+ * that share this rank's memory (MPI_Comm_split_type), where they are fewer than np; on one
+ * machine, two nodes of np/2 when np is even (virtual nodes: the bytes that would cross),
+ * else one rank a node. Rank 0 says which (INFO nodes).
+ */
+static int nodes_of(bench *b, int given)
+{
+    MPI_Comm shared;
+    PMPI_Comm_split_type(b->comm, MPI_COMM_TYPE_SHARED, b->rank, MPI_INFO_NULL, &shared);
+    int here, fewest;
+    PMPI_Comm_size(shared, &here);
+    PMPI_Comm_free(&shared);
+    PMPI_Allreduce(&here, &fewest, 1, MPI_INT, MPI_MIN, b->comm);
+    int L = given > 0 ? given : fewest < b->np ? fewest : b->np % 2 == 0 ? b->np / 2 : 1;
+    if (L < 1 || b->np % L != 0)
+        xt_die("--per-node %d: np = %d is not a whole number of nodes of it", L, b->np);
+    xt_printf_root(b->comm, "INFO nodes %d %d %s\n", b->np / L, L,
+                   given > 0        ? "given"
+                   : fewest < b->np ? "launch"
+                                    : "virtual");
+    return L;
+}
+
 static xt_dtype parse_dtype(const char *name)
 {
     xt_dtype dt;
@@ -587,6 +626,8 @@ int main(int argc, char **argv)
     }
     xt_printf_root(MPI_COMM_WORLD, "INFO coll %s\nINFO library %s\nINFO np %d\nINFO dtype %s\n",
                    c->name, c->library, b.np, xt_dtype_name(b.xd));
+    if (c->hand == allreduce_hier_hand)
+        b.per_node = nodes_of(&b, (int)xt_arg_int("per-node", 0));
     if (!c->fn || !c->direct_fn) {
         xt_printf_root(MPI_COMM_WORLD, "SKIP %s is not in this build (%s missing)\n", c->name,
                        c->source);

@@ -35,6 +35,8 @@ COLLECTIVES = [
      lambda n: 2 * (n - 1) / n, "the buffer every rank reduces"),
     ("allreduce_rd", "fun_allreduce_rd.c", "MPI_Allreduce", "2(n-1)/n",
      lambda n: 2 * (n - 1) / n, "the buffer every rank reduces"),
+    ("hierarchical_allreduce", "fun_hierarchical_allreduce.c", "MPI_Allreduce", "2(n-1)/n",
+     lambda n: 2 * (n - 1) / n, "the buffer every rank reduces"),
     ("allgather_ring", "fun_gather.c", "MPI_Allgather", "(n-1)/n",
      lambda n: (n - 1) / n, "the gathered result, n blocks"),
     ("reduce_scatter_ring", "fun_reduce_scatter.c", "MPI_Reduce_scatter", "(n-1)/n",
@@ -55,6 +57,7 @@ NAMES = [c[0] for c in COLLECTIVES]
 CEILINGS = {
     "ring_allreduce": ("2/(2/C + 1/R)", lambda c, r: 2 / (2 / c + 1 / r)),
     "allreduce_rd": ("2/(2/C + 1/R)", lambda c, r: 2 / (2 / c + 1 / r)),
+    "hierarchical_allreduce": ("2/(2/C + 1/R)", lambda c, r: 2 / (2 / c + 1 / r)),
     "allgather_ring": ("C", lambda c, r: c),
     "reduce_scatter_ring": ("1/(1/C + 1/R)", lambda c, r: 1 / (1 / c + 1 / r)),
     "bcast_binomial": ("C", lambda c, r: c),
@@ -64,7 +67,7 @@ CEILINGS = {
 # no larger than the run's largest size (so that a short run stays short).
 LIMIT_BYTES = (1 << 20, 64 << 20)
 TYPE_NAMES = {"float32": "float", "float64": "double", "int32": "int32", "int64": "int64"}
-REDUCES = {"ring_allreduce", "allreduce_rd", "reduce_scatter_ring"}
+REDUCES = {"ring_allreduce", "allreduce_rd", "hierarchical_allreduce", "reduce_scatter_ring"}
 
 
 def add_options(g):
@@ -75,6 +78,9 @@ def add_options(g):
     g.add_argument("--iters", type=int, default=0, help="timed calls per size (default: by size)")
     g.add_argument("--wrapcost", type=parse_size, default=8,
                    help="size at which libxt's PMPI wrappers are timed (0: not)")
+    g.add_argument("--per-node", type=int, default=0,
+                   help="ranks a node for hierarchical_allreduce (default: the launch's; on "
+                        "one machine two virtual nodes when np is even)")
     g.add_argument("--budget", type=float, default=270,
                    help="seconds the whole bench should take at most: on a slow machine the "
                         "largest sizes get fewer timed calls (default 270)")
@@ -150,6 +156,8 @@ def run(args):
         prog += ["--cap", f"{min(2.0, max(0.2, share / 24)):.3f}"]
         if args.iters > 0:
             prog += ["--iters", str(args.iters)]
+        if args.per_node > 0:
+            prog += ["--per-node", str(args.per_node)]
         if args.warmup >= 0:
             prog += ["--warmup", str(args.warmup)]
         cmd = launch.mpirun_command(args.np, prog)
@@ -161,6 +169,8 @@ def run(args):
                  "busbw_factor": factor(args.np), "ceiling_GBps": ceiling,
                  "ceiling_formula": formula, "seconds": round(seconds, 2),
                  "rows": collect.rows, "wrapcost": collect.wrap}
+        if name == "hierarchical_allreduce" and "nodes" in collect.info and collect.rows:
+            entry["nodes"] = print_nodes(collect.info["nodes"], args.np, collect.rows)
         if collect.skip:
             print(f"# SKIPPED: {collect.skip}")
             skipped.append(collect.skip)
@@ -199,6 +209,34 @@ def run(args):
              ceilings=[r["ceiling_GBps"] for r in results])
     print(f"# plot: {stem}.svg")
     return finish(stem, meta, f"# bench time: {total:.0f} s", skipped, failures)
+
+
+def across_nodes(np_, per_node, size):
+    """Bytes a rank sends to other nodes, by the algorithms' definitions (the grader counts
+    them exactly): (the node-aware all-reduce's, every rank's; a flat ring's, on the one rank
+    of each node whose neighbour is on the next)."""
+    nodes = np_ // per_node
+    hier = 2 * (nodes - 1) * size / (nodes * per_node)
+    flat = 2 * (np_ - 1) * size / np_ if nodes > 1 else 0.0
+    return hier, flat
+
+
+def print_nodes(info, np_, rows):
+    """The nodes hierarchical_allreduce ran on (INFO nodes N L how) and, at the largest size,
+    the bytes a rank sends across nodes against a flat ring's: {nodes, per_node, from,
+    bytes, across_hier, across_flat}."""
+    count, per_node, how = info.split()[:3]
+    count, per_node = int(count), int(per_node)
+    where = {"given": "given (--per-node)", "launch": "from the launch (the ranks that share "
+             "memory)", "virtual": "virtual: one machine, so no byte leaves it"}.get(how, how)
+    size = max(r["bytes"] for r in rows)
+    hier, flat = across_nodes(np_, per_node, size)
+    print(f"# nodes: {count} of {per_node} rank{'s' if per_node != 1 else ''}, {where}")
+    print(f"#   bytes a rank sends across nodes at S = {human(size)}: {human(round(hier))} "
+          f"(2 (N-1)/N S/L), against {human(round(flat))} from")
+    print("#   the one rank a node at a flat ring's node boundary (2 (np-1)/np S)")
+    return {"nodes": count, "per_node": per_node, "from": how, "bytes": size,
+            "across_hier": hier, "across_flat": flat}
 
 
 def measure_limit(binary, args, env, failures):
@@ -254,7 +292,7 @@ def print_summary(results):
           "faster; and from")
     print("#   16 MiB up, each side's busbw in % of the collective's ceiling on this machine")
     heads = ("below 64 KiB", "64 KiB to 8 MiB", "16 MiB and up")
-    print(f"# {'collective':<20} " + " ".join(f"{h:>15}" for h in heads)
+    print(f"# {'collective':<22} " + " ".join(f"{h:>15}" for h in heads)
           + f" {'ceiling':>9} {'hand %':>7} {'lib %':>7}")
 
     def gmean(rows, key, fmt):
@@ -268,7 +306,7 @@ def print_summary(results):
         mid = [x for x in r["rows"] if 64 << 10 <= x["bytes"] < 16 << 20]
         big = [x for x in r["rows"] if x["bytes"] >= 16 << 20]
         ceiling = f"{r['ceiling_GBps']:.2f}" if r.get("ceiling_GBps") else "-"
-        print(f"# {r['name']:<20} {gmean(small, 'ratio', '{:.2f}'):>15} "
+        print(f"# {r['name']:<22} {gmean(small, 'ratio', '{:.2f}'):>15} "
               f"{gmean(mid, 'ratio', '{:.2f}'):>15} {gmean(big, 'ratio', '{:.2f}'):>15} "
               f"{ceiling:>9} {gmean(big, 'ceil_hand', '{:.0%}'):>7} "
               f"{gmean(big, 'ceil_lib', '{:.0%}'):>7}")
@@ -277,14 +315,14 @@ def print_summary(results):
     if wraps:
         print()
         print("# libxt's PMPI counters: the same calls through them and past them (us per call)")
-        print(f"# {'collective':<20} {'size':>6}  {'hand':>8} {'direct':>8} {'+%':>6}"
+        print(f"# {'collective':<22} {'size':>6}  {'hand':>8} {'direct':>8} {'+%':>6}"
               f"  {'library':>8} {'direct':>8} {'+%':>6}")
         def pct(a, b):
             return f"{(a / b - 1) * 100:+.0f}" if b > 0 else "-"
 
         for r in wraps:
             w = r["wrapcost"]
-            print(f"# {r['name']:<20} {w['bytes']:>6}  {w['t_hand'] * 1e6:>8.2f} "
+            print(f"# {r['name']:<22} {w['bytes']:>6}  {w['t_hand'] * 1e6:>8.2f} "
                   f"{w['t_hand_direct'] * 1e6:>8.2f} {pct(w['t_hand'], w['t_hand_direct']):>6}"
                   f"  {w['t_lib'] * 1e6:>8.2f} {w['t_lib_direct'] * 1e6:>8.2f} "
                   f"{pct(w['t_lib'], w['t_lib_direct']):>6}")
@@ -388,8 +426,9 @@ class Table:
 # byte moved, one reduce pass per byte reduced): the ceilings worked out apart from
 # CEILINGS, to check them against.
 COPIES_AND_REDUCES = {"ring_allreduce": (2, 1), "allreduce_rd": (2, 1),
-                      "allgather_ring": (1, 0), "reduce_scatter_ring": (1, 1),
-                      "bcast_binomial": (1, 0), "alltoallv_scratch": (1, 0)}
+                      "hierarchical_allreduce": (2, 1), "allgather_ring": (1, 0),
+                      "reduce_scatter_ring": (1, 1), "bcast_binomial": (1, 0),
+                      "alltoallv_scratch": (1, 0)}
 
 
 def check_ceilings(data):
@@ -432,8 +471,8 @@ def selftest(s):
     problems = [] if rc == 0 else tail(text)
     data = bench_results(os.path.join(out, "lc1_basic_np3.json"), problems, {"collectives": []})
     names = [c["name"] for c in data["collectives"]]
-    want = ["ring_allreduce", "allreduce_rd", "allgather_ring", "reduce_scatter_ring",
-            "bcast_binomial", "alltoallv_scratch"]
+    want = ["ring_allreduce", "allreduce_rd", "hierarchical_allreduce", "allgather_ring",
+            "reduce_scatter_ring", "bcast_binomial", "alltoallv_scratch"]
     if sorted(names) != sorted(want):
         problems.append(f"benched {names}, expected {want}")
     for c in data["collectives"]:
@@ -443,8 +482,31 @@ def selftest(s):
     svg = os.path.join(out, "lc1_basic_np3.svg")
     if not os.path.exists(svg):
         problems.append("no plot written")
-    s.record("bench: all six collectives at np=3, every timed result checked against the "
+    s.record("bench: all seven collectives at np=3, every timed result checked against the "
              "library's, a plot", not problems, problems, f"({took:.1f} s)")
+
+    # The node-aware all-reduce on nodes given by hand: its values checked at every size, and
+    # the nodes it ran on with the bytes a rank sends across them (np 4, 2 a node: S/2 a
+    # rank, against 3/2 S from a flat ring's rank at a node boundary).
+    out2 = fresh("bench_nodes")
+    rc, text2, took2 = run_bench(["--np", "4", "--per-node", "2", "--coll",
+                                  "hierarchical_allreduce", "--max", "4K", "--wrapcost", "0"],
+                                 out2)
+    problems = [] if rc == 0 else tail(text2)
+    got = bench_results(os.path.join(out2, "lc1_basic_np4.json"), problems, {"collectives": []})
+    hier = next((c for c in got["collectives"] if c["name"] == "hierarchical_allreduce"), {})
+    nodes = hier.get("nodes") or {}
+    size = nodes.get("bytes", 0)
+    if not hier.get("rows") or any(r["check"] != "ok" for r in hier["rows"]):
+        problems.append(f"rows: {hier.get('rows')}")
+    if (nodes.get("nodes"), nodes.get("per_node"), nodes.get("from")) != (2, 2, "given") or \
+            (nodes.get("across_hier"), nodes.get("across_flat")) != (size / 2, 1.5 * size):
+        problems.append(f"nodes: {nodes}")
+    if "# nodes: 2 of 2 ranks, given (--per-node)" not in text2:
+        problems.append("no nodes line in the table")
+    s.record("bench: hierarchical_allreduce at np=4 on nodes of 2 (--per-node), every size's "
+             "values checked; the nodes and the bytes a rank sends across them, S/2 against a "
+             "flat ring's 3/2 S", not problems, problems, f"({took2:.1f} s)")
 
     # The ceilings: measured once, each collective's from C and R by its formula, every
     # row's busbw against it, a line in every panel; and a wrong ceiling must be caught.
