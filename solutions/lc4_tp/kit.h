@@ -63,6 +63,16 @@ void xt_tp_model_free(tp_model *m);
 long xt_tp_model_views(const tp_model *m, float *base, float **embed, tp_block *blk, float **norm,
                        float **head);
 
+/*
+ * The column-parallel layer's backward, in two calls (kit/tp_grad.c), for an
+ * all-reduce of dx to overlap the second: dx = dy W^T (rows x in, overwritten);
+ * then dW += x^T dy and db += dy's column sums (db may be NULL), which logs what
+ * exchanges were in flight while it ran (the case record's G lines).
+ */
+void xt_tp_input_grad(float *dx, const float *dy, const float *w, int rows, int in, int out_local);
+void xt_tp_weight_grad(float *dw, float *db, const float *dy, const float *x, int rows, int in,
+                       int out_local);
+
 #ifdef __cplusplus
 }
 #endif

@@ -53,7 +53,7 @@ def linear_cases(shapes):
 
 def linear_facets(case):
     """Whether np divides the split dimension, and whether some rank holds none of it."""
-    split = case["out"] if case.test.exercise == "col_parallel_linear" else case["in"]
+    split = case["in"] if case.test.exercise == "row_parallel_linear" else case["out"]
     return {"split%np": split % case.np, "empty block": int(split < case.np)}
 
 
@@ -82,7 +82,7 @@ def col_inputs(case, rng):
     inputs = {"x": L["x"].reshape(-1)}
     if case["fn"] == "col_linear_forward":
         inputs.update(w=per_rank["w"], b=per_rank["b"])
-    elif case["fn"] == "col_linear_backward":
+    elif case["fn"] in ("col_linear_backward", "col_linear_backward_async"):
         inputs.update(w=per_rank["w"], dy=per_rank["dy"], dw=per_rank["dw"], db=per_rank["db"])
     else:
         y = L["x"] @ L["w"]
@@ -197,6 +197,43 @@ def col_linear_backward(rng):
            "floats in y: gather the blocks contiguously, then copy each row of each block "
            "to its columns")
 def col_linear_gather(rng):
+    return linear_cases(COL_SHAPES)
+
+
+# ------------------------------------------------------ tp_async_linear.c
+
+def dw_under_allreduce(case, inputs, records):
+    """The weight gradient computed once, with the kit's xt_tp_weight_grad, while the
+    all-reduce of dx (rows*in floats) was in flight: started before it, not yet complete
+    after it."""
+    want = case["rows"] * case["in"] * 4
+    for r, rec in enumerate(records):
+        calls = rec.weight_grads
+        if len(calls) != 1:
+            return [(r, f"rank {r} called xt_tp_weight_grad {len(calls)} times: dW and db in "
+                        f"one call of the kit's, which the grader sees (its G line)")]
+        g = calls[0]
+        if g.pending != 1 or g.pending_bytes != want:
+            before = [e.fn for e in rec.events[:g.events_before] if e.dir == "C"]
+            started = (f"after {', '.join(before)}" if before else
+                       "before any collective started")
+            return [(r, f"rank {r} computed dW {started}, with {g.pending} exchange(s) of "
+                        f"{g.pending_bytes} B in flight: the all-reduce of dx ({want} B) must "
+                        f"be started before xt_tp_weight_grad and waited for after it, so "
+                        f"that it runs under the dW work")]
+    return []
+
+
+@test("tp_async_linear", points=6, inputs=col_inputs, reference=col_reference,
+      tolerance=col_tolerance, label=linear_label, words=LINEAR_WORDS, facets=linear_facets,
+      locate=shape_locator(col_shapes), check=DX_IDENTICAL, check_first=True,
+      rules=[collectives_exactly(lambda c, i, r: [("MPI_Iallreduce", c["rows"] * c["in"])],
+                                 "one nonblocking all-reduce of rows*in floats: dx"),
+             dw_under_allreduce],
+      hint="dx = dy_r W_r^T first (xt_tp_input_grad); MPI_Iallreduce it in place; then "
+           "xt_tp_weight_grad, which needs only x and dy; MPI_Wait last, and dx untouched "
+           "until then")
+def col_linear_backward_async(rng):
     return linear_cases(COL_SHAPES)
 
 
