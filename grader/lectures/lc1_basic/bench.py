@@ -228,7 +228,9 @@ def print_nodes(info, np_, rows):
     count, per_node, how = info.split()[:3]
     count, per_node = int(count), int(per_node)
     where = {"given": "given (--per-node)", "launch": "from the launch (the ranks that share "
-             "memory)", "virtual": "virtual: one machine, so no byte leaves it"}.get(how, how)
+             "memory)", "launch-renumbered": "from the launch, its ranks renumbered node by "
+             "node (it placed them round-robin)",
+             "virtual": "virtual: one machine, so no byte leaves it"}.get(how, how)
     size = max(r["bytes"] for r in rows)
     hier, flat = across_nodes(np_, per_node, size)
     print(f"# nodes: {count} of {per_node} rank{'s' if per_node != 1 else ''}, {where}")
