@@ -31,19 +31,17 @@ enum { MAX_EVENTS = 1 << 20 };
 static event *events;
 static long n_events, cap_events, dropped_events;
 
-/* The rank in the running case's group of `peer`, a rank of `comm`, or -1 (outside a case,
- * or a process outside the group): a group's ranks are consecutive world ranks, its rank 0
- * world rank xti.rank - xti.case_rank. A sub-communicator's peer is translated through
- * MPI_COMM_WORLD, so that the grader can tell, say, which node a message went to. */
-static int case_peer_of(MPI_Comm comm, int peer)
+/* The rank in the running case's group of the process with this MPI_COMM_WORLD rank, or -1
+ * (outside a case, or a process outside the group): a group's ranks are consecutive world
+ * ranks, its rank 0 world rank xti.rank - xti.case_rank. So a message on a communicator of
+ * the program's own (MPI_Comm_split) names its peer as the grader numbers the group's ranks,
+ * and the grader can tell, say, which node it went to. */
+static int case_peer_of(int world)
 {
-    if (peer < 0 || xti.case_index < 0 || xti.case_comm == MPI_COMM_NULL)
+    if (world < 0 || xti.case_index < 0 || xti.case_comm == MPI_COMM_NULL)
         return -1;
-    if (comm == xti.case_comm)
-        return peer;
-    int world = comm == MPI_COMM_WORLD ? peer : xti_world_rank(comm, peer);
     int r = world - (xti.rank - xti.case_rank);
-    return world >= 0 && r >= 0 && r < xti.case_np ? r : -1;
+    return r >= 0 && r < xti.case_np ? r : -1;
 }
 
 static void add_event(int fn, char dir, int peer, int case_peer, int tag, long bytes, char comm)
@@ -78,10 +76,9 @@ enum { LEDGER_MAX = 192 };
 static ledger_entry ledger[LEDGER_MAX];
 static atomic_int n_ledger, ledger_full;
 
-static void ledger_add(char dir, MPI_Comm comm, int peer, int tag, long bytes)
+static void ledger_add(char dir, char kind, int world, int tag, long bytes)
 {
-    char kind = xti_comm_kind(comm);
-    int world = xti_world_rank(comm, peer), n = atomic_load(&n_ledger);
+    int n = atomic_load(&n_ledger);
     for (int i = n - 1; i >= 0; i--) {
         ledger_entry *e = &ledger[i];
         if (e->dir == dir && e->comm == kind && e->peer == world && e->tag == tag) {
@@ -139,12 +136,15 @@ void xti_count_sent(int fn, int peer, int tag, long bytes, MPI_Comm comm)
 {
     if (peer == MPI_PROC_NULL)
         return;
-    ledger_add('S', comm, peer, tag, bytes);
+    /* The peer's world rank, once per message: the ledger's and the event's. */
+    char kind = xti_comm_kind(comm);
+    int world = xti_world_rank(comm, peer);
+    ledger_add('S', kind, world, tag, bytes);
     stats[fn].msgs_sent++;
     total[fn].msgs_sent++;
     stats[fn].bytes_sent += bytes;
     total[fn].bytes_sent += bytes;
-    add_event(fn, 'S', peer, case_peer_of(comm, peer), tag, bytes, xti_comm_kind(comm));
+    add_event(fn, 'S', peer, case_peer_of(world), tag, bytes, kind);
 }
 
 void xti_count_recv(int fn, const MPI_Status *st, MPI_Comm comm)
@@ -162,9 +162,10 @@ void xti_count_recv(int fn, const MPI_Status *st, MPI_Comm comm)
     total[fn].msgs_recv++;
     stats[fn].bytes_recv += n;
     total[fn].bytes_recv += n;
-    ledger_add('R', comm, st->MPI_SOURCE, st->MPI_TAG, n);
-    add_event(fn, 'R', st->MPI_SOURCE, case_peer_of(comm, st->MPI_SOURCE), st->MPI_TAG, n,
-              xti_comm_kind(comm));
+    char kind = xti_comm_kind(comm);
+    int world = xti_world_rank(comm, st->MPI_SOURCE);
+    ledger_add('R', kind, world, st->MPI_TAG, n);
+    add_event(fn, 'R', st->MPI_SOURCE, case_peer_of(world), st->MPI_TAG, n, kind);
 }
 
 void xti_count_coll(int fn, long sent, long recvd, char comm)
