@@ -969,6 +969,19 @@ def splits_and_p2p_only(case, inputs, records):
 splits_and_p2p_only.__doc__ = "point-to-point messages and MPI_Comm_split only"
 
 
+def on_the_groups(case, inputs, records):
+    """Every message on a group of the program's own (the node's, the cross-node one), none
+    on comm itself: the node-aware all-reduce's three rings each run on its group."""
+    for r, rec in enumerate(records):
+        stray = [e for e in rec.sends() if e.comm in ("case", "world")]
+        if stray:
+            e = stray[0]
+            return [(r, f"rank {r} sent {len(stray)} message(s) on comm itself ({e.fn} to rank "
+                        f"{e.case_peer}, {e.bytes} B): each ring runs on its group, the node's "
+                        f"or the cross-node one, made with MPI_Comm_split")]
+    return []
+
+
 def node_bytes(case, inputs, records):
     """Bytes each rank sends to ranks of its own node and of other nodes (each message's
     peer in the case's group, whichever communicator it went on): in all, the three rings'
@@ -1017,7 +1030,7 @@ def node_bytes(case, inputs, records):
       reference=allreduce_reference, tolerance=allreduce_tolerance,
       label=lambda c: f"np={c.np} ranks_per_node={c['ranks_per_node']} {c['dtype']} {c['op']} "
                       f"count={c['count']}",
-      rules=[splits_and_p2p_only, node_bytes])
+      rules=[splits_and_p2p_only, on_the_groups, node_bytes])
 def hierarchical_allreduce(rng):
     return hierarchical_specs()
 
