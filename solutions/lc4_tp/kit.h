@@ -73,6 +73,16 @@ void xt_tp_input_grad(float *dx, const float *dy, const float *w, int rows, int 
 void xt_tp_weight_grad(float *dw, float *db, const float *dy, const float *x, int rows, int in,
                        int out_local);
 
+/*
+ * For the grader's drivers: one case of a column-parallel backward with
+ * col_linear_backward's signature (col_parallel_linear.c's, tp_async_linear.c's): this
+ * rank's inputs read, fn run on them, dx, dw and db (with a bias) written.
+ */
+typedef void tp_col_backward_fn(const float *x, const float *w, const float *dy, float *dx,
+                                float *dw, float *db, int rows, int in, int out_local,
+                                MPI_Comm comm);
+void tp_col_backward_case(xt_case *c, tp_col_backward_fn *fn);
+
 #ifdef __cplusplus
 }
 #endif

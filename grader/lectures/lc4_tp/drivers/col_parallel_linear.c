@@ -5,6 +5,8 @@
  * "A lecture's drivers").
  */
 
+#include "kit.h" /* tp_col_backward_case */
+
 static void run_case(xt_case *c)
 {
     MPI_Comm comm = xt_case_comm(c);
@@ -21,15 +23,7 @@ static void run_case(xt_case *c)
         col_linear_forward(x.data, w.data, b, y, rows, in, out_local, comm);
         xt_case_output(c, "y", y, XT_F32, (long)rows * out_local);
     } else if (xt_case_is(c, "col_linear_backward")) {
-        xt_array x = xt_case_input_const(c, "x"), w = xt_case_input_const(c, "w");
-        xt_array dy = xt_case_input_const(c, "dy"), dw = xt_case_input(c, "dw");
-        float *db = bias ? xt_case_input(c, "db").data : NULL;
-        float *dx = xt_case_alloc(c, "dx", (long)rows * in, XT_F32);
-        col_linear_backward(x.data, w.data, dy.data, dx, dw.data, db, rows, in, out_local, comm);
-        xt_case_output(c, "dx", dx, XT_F32, (long)rows * in);
-        xt_case_output(c, "dw", dw.data, XT_F32, dw.count);
-        if (bias)
-            xt_case_output(c, "db", db, XT_F32, out_local);
+        tp_col_backward_case(c, col_linear_backward);
     } else {
         xt_array y_local = xt_case_input_const(c, "y_local");
         float *y = xt_case_alloc(c, "y", (long)rows * out, XT_F32);

@@ -10,22 +10,7 @@
 
 static void run_case(xt_case *c)
 {
-    MPI_Comm comm = xt_case_comm(c);
-    int rows = (int)xt_case_int(c, "rows"), in = (int)xt_case_int(c, "in");
-    int out = (int)xt_case_int(c, "out"), np, rank, lo, out_local;
-    MPI_Comm_size(comm, &np);
-    MPI_Comm_rank(comm, &rank);
-    xt_block(out, np, rank, &lo, &out_local);
-    int bias = (int)xt_case_int(c, "bias");
-    xt_array x = xt_case_input_const(c, "x"), w = xt_case_input_const(c, "w");
-    xt_array dy = xt_case_input_const(c, "dy"), dw = xt_case_input(c, "dw");
-    float *db = bias ? xt_case_input(c, "db").data : NULL;
-    float *dx = xt_case_alloc(c, "dx", (long)rows * in, XT_F32);
-    col_linear_backward_async(x.data, w.data, dy.data, dx, dw.data, db, rows, in, out_local, comm);
-    xt_case_output(c, "dx", dx, XT_F32, (long)rows * in);
-    xt_case_output(c, "dw", dw.data, XT_F32, dw.count);
-    if (bias)
-        xt_case_output(c, "db", db, XT_F32, out_local);
+    tp_col_backward_case(c, col_linear_backward_async);
 }
 
 /*
