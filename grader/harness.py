@@ -110,9 +110,10 @@ def scratch_dir(cdir, g):
     return os.path.join(cdir, f"g{g}.scratch")
 
 
-# A refusal case's watchdog in a resident launch (its function refuses first thing), and
-# every case's of an exercise with an XT_TODO left (a stub stops at its first line).
-REFUSAL_WATCHDOG = 3.0
+# The watchdog of a resident launch's cases that may end early on a rank (prepare's
+# refuse= and todo=1): a refusal comes first thing, a stub stops at its first line, so a
+# rank still waiting after this long waits for one that stopped.
+EARLY_END_WATCHDOG = 3.0
 
 # A launch that spends this long outside its cases is slow to start.
 SLOW_START = 5.0
@@ -321,10 +322,10 @@ class Runner:
             wd = 0 if self.debug else self.watchdog_of(test)
             if shared and test.refusal:
                 params += f" refuse={self.ex.source}"
-                wd = min(wd, REFUSAL_WATCHDOG)
+                wd = min(wd, EARLY_END_WATCHDOG)
             if shared and todo:
                 params += " todo=1"
-                wd = min(wd, REFUSAL_WATCHDOG)
+                wd = min(wd, EARLY_END_WATCHDOG)
             lines.append(f"case {k} np={case.np} {params} watchdog={wd:g}")
         with open(os.path.join(launch_dir, "cases.txt"), "w") as f:
             f.write("\n".join(lines) + "\n")

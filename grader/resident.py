@@ -18,14 +18,14 @@ says todo=1, an XT_TODO ends only that case on that rank (common/case_run.c), an
 test stops there as its own launch would; the exercise is taken when its tests are OK up
 to the first that stopped so and every one after it stopped so too (the verdict TODO is
 its own code's, which no neighbour raises); a rank left waiting for one that stopped is a
-hang on a short watchdog, and the exercise is graded alone. No exercise with a refusal
-test (a case whose right answer is xt_die, which ends a launch) shares a launch unless
-its contract has every rank refuse first thing
+hang on a short watchdog (harness.EARLY_END_WATCHDOG), and the exercise is graded alone.
+No exercise with a refusal test (a case whose right answer is xt_die, which ends a
+launch) shares a launch unless its contract has every rank refuse first thing
 (spec.Test.refuses_on_every_rank): there each refusal case's line names the exercise's
 file (refuse=...), an xt_die from that file ends only the case on that rank
 (common/case_run.c), and the case is taken when every rank came through it and the first
 error is one the test accepts; a rank left waiting for one that refused is a hang, on a
-short watchdog (harness.REFUSAL_WATCHDOG), and anything but a clean refusal is graded in
+short watchdog (harness.EARLY_END_WATCHDOG), and anything but a clean refusal is graded in
 launches of its own.
 
 grader/mutants.py shares launches among the mutants of one exercise, each entered under its
