@@ -85,6 +85,14 @@ void xt_print_buffer_ordered(MPI_Comm comm, const char *label, const void *buf, 
 void xt_print_buffer_at(MPI_Comm comm, int who, const char *label, const void *buf, int count,
                         MPI_Datatype dt);
 /*
+ * An all-reduce's demo: xt_demo_sum_fill gives rank r the values 10 r + i (i = 0..count-1),
+ * whose sum over ranks a reader checks by eye; xt_demo_sum_holds (collective) prints on rank
+ * 0 whether every rank now holds that sum, "every rank holds the sum of all ranks' buffers:
+ * yes" (or NO), and returns 1 if so.
+ */
+void xt_demo_sum_fill(MPI_Comm comm, int *x, int count);
+int xt_demo_sum_holds(MPI_Comm comm, const int *x, int count);
+/*
  * How many times this rank has called the MPI function fn ("MPI_Allreduce") so far: for a
  * demo's summary of its communication (in a graded case, counted from the case's start).
  */

@@ -13,9 +13,12 @@ TITLE = "communication primitives"
 GRADE_SECONDS = 5
 
 # What a lecture-mode run must show (make test runs every demo at np=4): the
-# ring's step display, through its last all-gather step; the node-aware
-# all-reduce's own check of its result.
+# ring's step display, through its last all-gather step; the node-aware and
+# the double-tree all-reduces' own checks of their results, and at np=4 no
+# rank interior in both trees.
 DEMOS = {"fun_ring_allreduce": ["step 6 (all-gather)"],
-         "fun_hierarchical_allreduce": ["every rank holds the sum of all ranks' buffers: yes"]}
+         "fun_hierarchical_allreduce": ["every rank holds the sum of all ranks' buffers: yes"],
+         "fun_double_binary_tree": ["ranks interior in both trees: 0",
+                                    "every rank holds the sum of all ranks' buffers: yes"]}
 
 __all__ = ["DEMOS", "TESTS", "TITLE"]

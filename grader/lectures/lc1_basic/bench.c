@@ -8,6 +8,7 @@
  *     ring_allreduce       MPI_Allreduce       (in place, sum)
  *     allreduce_rd         MPI_Allreduce       (in place, sum)
  *     hierarchical_allreduce MPI_Allreduce     (in place, sum; nodes of --per-node ranks)
+ *     double_tree_allreduce MPI_Allreduce      (in place, sum; chunks of --chunk bytes)
  *     allgather_ring       MPI_Allgather
  *     reduce_scatter_ring  MPI_Reduce_scatter  (equal blocks, sum)
  *     bcast_binomial       MPI_Bcast           (root 0)
@@ -61,6 +62,8 @@ void ring_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm c
 void allreduce_rd(void *buf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) XT_WEAK;
 void hierarchical_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op, int ranks_per_node,
                             MPI_Comm comm) XT_WEAK;
+void double_tree_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op, int chunk,
+                           MPI_Comm comm) XT_WEAK;
 void allgather_ring(const void *send, void *recv, int count, MPI_Datatype dt,
                     MPI_Comm comm) XT_WEAK;
 void reduce_scatter_ring(const void *send, void *recv, const int *recvcounts, MPI_Datatype dt,
@@ -76,6 +79,8 @@ void xt_direct_allreduce_rd(void *buf, int count, MPI_Datatype dt, MPI_Op op,
                             MPI_Comm comm) XT_WEAK;
 void xt_direct_hierarchical_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op,
                                       int ranks_per_node, MPI_Comm comm) XT_WEAK;
+void xt_direct_double_tree_allreduce(void *buf, int count, MPI_Datatype dt, MPI_Op op, int chunk,
+                                     MPI_Comm comm) XT_WEAK;
 void xt_direct_allgather_ring(const void *send, void *recv, int count, MPI_Datatype dt,
                               MPI_Comm comm) XT_WEAK;
 void xt_direct_reduce_scatter_ring(const void *send, void *recv, const int *recvcounts,
@@ -101,6 +106,7 @@ typedef struct {
     int *rcounts;   /* what alltoallv_scratch reports */
     long a2a_total; /* and returns */
     int per_node;   /* ranks a node, for hierarchical_allreduce */
+    int chunk;      /* elements a message, for double_tree_allreduce */
     int direct;     /* 1: past libxt's PMPI counters */
     int keep;       /* 1: alltoallv_scratch's result is copied out (the check) */
 } bench;
@@ -135,6 +141,12 @@ static void allreduce_hier_hand(bench *b, void *out)
 {
     (b->direct ? xt_direct_hierarchical_allreduce
                : hierarchical_allreduce)(out, (int)b->count, b->dt, MPI_SUM, b->per_node, b->comm);
+}
+
+static void allreduce_dbt_hand(bench *b, void *out)
+{
+    (b->direct ? xt_direct_double_tree_allreduce
+               : double_tree_allreduce)(out, (int)b->count, b->dt, MPI_SUM, b->chunk, b->comm);
 }
 
 static void allreduce_lib(bench *b, void *out)
@@ -214,6 +226,9 @@ static collective collectives[] = {
      (any_fn)xt_direct_allreduce_rd, allreduce_rd_hand, allreduce_lib, whole},
     {"hierarchical_allreduce", "MPI_Allreduce", "fun_hierarchical_allreduce.c", 0, 1, 1,
      (any_fn)hierarchical_allreduce, (any_fn)xt_direct_hierarchical_allreduce, allreduce_hier_hand,
+     allreduce_lib, whole},
+    {"double_tree_allreduce", "MPI_Allreduce", "fun_double_binary_tree.c", 0, 1, 1,
+     (any_fn)double_tree_allreduce, (any_fn)xt_direct_double_tree_allreduce, allreduce_dbt_hand,
      allreduce_lib, whole},
     {"allgather_ring", "MPI_Allgather", "fun_gather.c", 1, 0, 0, (any_fn)allgather_ring,
      (any_fn)xt_direct_allgather_ring, allgather_hand, allgather_lib, whole},
@@ -640,6 +655,12 @@ int main(int argc, char **argv)
                    c->name, c->library, b.np, xt_dtype_name(b.xd));
     if (c->hand == allreduce_hier_hand)
         b.per_node = nodes_of(&b, (int)xt_arg_int("per-node", 0));
+    if (c->hand == allreduce_dbt_hand) {
+        long chunk_bytes = xt_arg_int("chunk", 64L << 10);
+        XT_CHECK(chunk_bytes >= (long)b.esize, "--chunk %ld: at least one element", chunk_bytes);
+        b.chunk = (int)(chunk_bytes / (long)b.esize);
+        xt_printf_root(MPI_COMM_WORLD, "INFO chunk %ld\n", (long)b.chunk * (long)b.esize);
+    }
     if (!c->fn || !c->direct_fn) {
         xt_printf_root(MPI_COMM_WORLD, "SKIP %s is not in this build (%s missing)\n", c->name,
                        c->source);

@@ -37,6 +37,8 @@ COLLECTIVES = [
      lambda n: 2 * (n - 1) / n, "the buffer every rank reduces"),
     ("hierarchical_allreduce", "fun_hierarchical_allreduce.c", "MPI_Allreduce", "2(n-1)/n",
      lambda n: 2 * (n - 1) / n, "the buffer every rank reduces"),
+    ("double_tree_allreduce", "fun_double_binary_tree.c", "MPI_Allreduce", "2(n-1)/n",
+     lambda n: 2 * (n - 1) / n, "the buffer every rank reduces"),
     ("allgather_ring", "fun_gather.c", "MPI_Allgather", "(n-1)/n",
      lambda n: (n - 1) / n, "the gathered result, n blocks"),
     ("reduce_scatter_ring", "fun_reduce_scatter.c", "MPI_Reduce_scatter", "(n-1)/n",
@@ -58,6 +60,7 @@ CEILINGS = {
     "ring_allreduce": ("2/(2/C + 1/R)", lambda c, r: 2 / (2 / c + 1 / r)),
     "allreduce_rd": ("2/(2/C + 1/R)", lambda c, r: 2 / (2 / c + 1 / r)),
     "hierarchical_allreduce": ("2/(2/C + 1/R)", lambda c, r: 2 / (2 / c + 1 / r)),
+    "double_tree_allreduce": ("2/(2/C + 1/R)", lambda c, r: 2 / (2 / c + 1 / r)),
     "allgather_ring": ("C", lambda c, r: c),
     "reduce_scatter_ring": ("1/(1/C + 1/R)", lambda c, r: 1 / (1 / c + 1 / r)),
     "bcast_binomial": ("C", lambda c, r: c),
@@ -67,7 +70,8 @@ CEILINGS = {
 # no larger than the run's largest size (so that a short run stays short).
 LIMIT_BYTES = (1 << 20, 64 << 20)
 TYPE_NAMES = {"float32": "float", "float64": "double", "int32": "int32", "int64": "int64"}
-REDUCES = {"ring_allreduce", "allreduce_rd", "hierarchical_allreduce", "reduce_scatter_ring"}
+REDUCES = {"ring_allreduce", "allreduce_rd", "hierarchical_allreduce", "double_tree_allreduce",
+           "reduce_scatter_ring"}
 
 
 def add_options(g):
@@ -81,6 +85,8 @@ def add_options(g):
     g.add_argument("--per-node", type=int, default=0,
                    help="ranks a node for hierarchical_allreduce (default: the launch's; on "
                         "one machine two virtual nodes when np is even)")
+    g.add_argument("--chunk", type=parse_size, default=64 << 10,
+                   help="bytes a message for double_tree_allreduce's pipeline (default 64K)")
     g.add_argument("--budget", type=float, default=270,
                    help="seconds the whole bench should take at most: on a slow machine the "
                         "largest sizes get fewer timed calls (default 270)")
@@ -158,6 +164,8 @@ def run(args):
             prog += ["--iters", str(args.iters)]
         if args.per_node > 0:
             prog += ["--per-node", str(args.per_node)]
+        if name == "double_tree_allreduce":
+            prog += ["--chunk", str(args.chunk)]
         if args.warmup >= 0:
             prog += ["--warmup", str(args.warmup)]
         cmd = launch.mpirun_command(args.np, prog)
@@ -171,6 +179,9 @@ def run(args):
                  "rows": collect.rows, "wrapcost": collect.wrap}
         if name == "hierarchical_allreduce" and "nodes" in collect.info and collect.rows:
             entry["nodes"] = print_nodes(collect.info["nodes"], args.np, collect.rows)
+        if name == "double_tree_allreduce" and "chunk" in collect.info and collect.rows:
+            entry["trees"] = print_trees(int(collect.info["chunk"].split()[0]), args.np,
+                                         collect.rows)
         if collect.skip:
             print(f"# SKIPPED: {collect.skip}")
             skipped.append(collect.skip)
@@ -239,6 +250,22 @@ def print_nodes(info, np_, rows):
     print("#   the one rank a node at a flat ring's node boundary (2 (np-1)/np S)")
     return {"nodes": count, "per_node": per_node, "from": how, "bytes": size,
             "across_hier": hier, "across_flat": flat}
+
+
+def print_trees(chunk, np_, rows):
+    """The double tree's pipeline at the largest size: chunk bytes, chunks a half, steps
+    against the ring's, and the busiest rank's bytes (every rank at most 2 S):
+    {chunk, bytes, chunks, steps, ring_steps}."""
+    size = max(r["bytes"] for r in rows)
+    chunks = max(1, -(-(size // 2) // chunk))
+    height = (np_ - 1).bit_length()
+    steps, ring = 2 * (chunks + height), 2 * (np_ - 1)
+    print(f"# trees: chunks of {human(chunk)}; at S = {human(size)}, {chunks} a half: "
+          f"2 (C + H) = {steps} steps of at most two messages")
+    print(f"#   against the ring's 2 (np-1) = {ring} steps of S/np; the busiest rank sends "
+          f"2 S = {human(2 * size)}, a ring's every rank 2 (np-1)/np S = "
+          f"{human(round(2 * (np_ - 1) * size / np_))}")
+    return {"chunk": chunk, "bytes": size, "chunks": chunks, "steps": steps, "ring_steps": ring}
 
 
 def measure_limit(binary, args, env, failures):
@@ -428,7 +455,8 @@ class Table:
 # byte moved, one reduce pass per byte reduced): the ceilings worked out apart from
 # CEILINGS, to check them against.
 COPIES_AND_REDUCES = {"ring_allreduce": (2, 1), "allreduce_rd": (2, 1),
-                      "hierarchical_allreduce": (2, 1), "allgather_ring": (1, 0),
+                      "hierarchical_allreduce": (2, 1), "double_tree_allreduce": (2, 1),
+                      "allgather_ring": (1, 0),
                       "reduce_scatter_ring": (1, 1), "bcast_binomial": (1, 0),
                       "alltoallv_scratch": (1, 0)}
 
@@ -473,19 +501,25 @@ def selftest(s):
     problems = [] if rc == 0 else tail(text)
     data = bench_results(os.path.join(out, "lc1_basic_np3.json"), problems, {"collectives": []})
     names = [c["name"] for c in data["collectives"]]
-    want = ["ring_allreduce", "allreduce_rd", "hierarchical_allreduce", "allgather_ring",
-            "reduce_scatter_ring", "bcast_binomial", "alltoallv_scratch"]
+    want = ["ring_allreduce", "allreduce_rd", "hierarchical_allreduce", "double_tree_allreduce",
+            "allgather_ring", "reduce_scatter_ring", "bcast_binomial", "alltoallv_scratch"]
     if sorted(names) != sorted(want):
         problems.append(f"benched {names}, expected {want}")
     for c in data["collectives"]:
         bad = [r for r in c["rows"] if r["check"] != "ok" or not r["t_hand"] > 0]
         if bad or not c["rows"]:
             problems.append(f"{c['name']}: rows {bad or 'none'}")
+    trees = next((c.get("trees") for c in data["collectives"]
+                  if c["name"] == "double_tree_allreduce"), None) or {}
+    if (trees.get("chunk"), trees.get("chunks"), trees.get("steps")) != (64 << 10, 1, 6):
+        problems.append(f"double_tree_allreduce's pipeline at 4 KiB, np 3: {trees}, expected "
+                        f"chunks of 64 KiB, 1 a half, 2 (1 + 2) = 6 steps")
     svg = os.path.join(out, "lc1_basic_np3.svg")
     if not os.path.exists(svg):
         problems.append("no plot written")
-    s.record("bench: all seven collectives at np=3, every timed result checked against the "
-             "library's, a plot", not problems, problems, f"({took:.1f} s)")
+    s.record("bench: all eight collectives at np=3, every timed result checked against the "
+             "library's, the double tree's chunks and steps, a plot", not problems, problems,
+             f"({took:.1f} s)")
 
     # The node-aware all-reduce on nodes given by hand: its values checked at every size, and
     # the nodes it ran on with the bytes a rank sends across them (np 4, 2 a node: S/2 a

@@ -1035,6 +1035,204 @@ def hierarchical_allreduce(rng):
     return hierarchical_specs()
 
 
+# ----------------------------------------------- fun_double_binary_tree.c
+
+# Tree sizes whose links are graded: every n to 17, powers of two and their neighbours (the
+# trees end early at 2^k + 1), and a few larger.
+TREE_SIZES = list(range(1, 18)) + [31, 32, 33, 63, 64, 65, 100, 257]
+LINK_FIELDS = ("parent", "first child (the lower)", "second child", "level")
+
+
+def in_order_tree(n):
+    """Tree 0 over positions 0..n-1 from its definition: position 0 the root; the positions
+    strictly between a and b hang under their root, a plus the largest power of two below
+    b - a (the whole tree: a = 0, b = n, under position 0). {position: parent},
+    {position: [children]}."""
+    parent, kids = {0: -1}, {p: [] for p in range(n)}
+    ranges = [(0, n, 0)]
+    while ranges:
+        a, b, up = ranges.pop()
+        if b - a < 2:
+            continue
+        p = a + (1 << ((b - a - 1).bit_length() - 1))
+        parent[p] = up
+        kids[up].append(p)
+        ranges += [(a, p, p), (p, b, p)]
+    return parent, kids
+
+
+def tree_rank(n, pos, t):
+    """The rank at a position of tree t: tree 1 is tree 0 mirrored (np even) or shifted by
+    one (np odd)."""
+    if pos < 0 or t == 0:
+        return pos
+    return n - 1 - pos if n % 2 == 0 else (pos + 1) % n
+
+
+def double_tree(n):
+    """links[t, r] = (parent, lower child, higher child, level) of rank r in tree t, -1 for
+    none (children after any child); a position's level the index of its lowest set bit,
+    the root's ceil(log2 n)."""
+    parent, kids = in_order_tree(n)
+    links = np.full((2, n, 4), -1, dtype=np.int32)
+    for t in (0, 1):
+        for pos in range(n):
+            r = tree_rank(n, pos, t)
+            below = sorted(tree_rank(n, k, t) for k in kids[pos])
+            level = ceil_log2(n) if pos == 0 else (pos & -pos).bit_length() - 1
+            links[t, r] = [tree_rank(n, parent[pos], t)] + below + [-1] * (2 - len(below)) + [level]
+    return links
+
+
+def links_reference(case, inputs):
+    return [{"links": double_tree(case["n"]).reshape(-1)}]
+
+
+def links_locate(case, name, index, rank):
+    t, rest = divmod(index, 4 * case["n"])
+    r, field = divmod(rest, 4)
+    return f"tree {t}, rank {r}'s {LINK_FIELDS[field]}"
+
+
+@test("fun_double_binary_tree", points=4, inputs=lambda case, rng: {}, reference=links_reference,
+      tolerance=exact, label=lambda c: f"trees of n={c['n']} ranks", locate=links_locate,
+      hint="position p's level is the index of its lowest set bit 2^j; its parent clears that "
+           "bit and sets the next (or only clears it, where that passes n); its children are "
+           "p - 2^(j-1) and p + 2^(j-1), the second halved while it passes n. Tree 1 maps "
+           "rank r to position n-1-r (n even) or r-1 mod n (n odd)")
+def double_tree_links(rng):
+    return [{"np": 1, "n": n} for n in TREE_SIZES]
+
+
+def dbt_links(case):
+    return double_tree(case.np)
+
+
+def dbt_halves(case):
+    """Elements in half 0 and half 1 (count t/2 to count (t+1)/2)."""
+    return case["count"] // 2, case["count"] - case["count"] // 2
+
+
+def dbt_chunks(case):
+    """C: the chunks of the larger half."""
+    return -(-dbt_halves(case)[1] // case["chunk"])
+
+
+def dbt_neighbours(links, r):
+    """{peer: [(tree, 'parent' or 'child')]} of rank r in both trees."""
+    out = {}
+    for t in (0, 1):
+        parent, c0, c1, _ = links[t, r]
+        if parent >= 0:
+            out.setdefault(int(parent), []).append((t, "parent"))
+        for c in (c0, c1):
+            if c >= 0:
+                out.setdefault(int(c), []).append((t, "child"))
+    return out
+
+
+def dbt_peers(case, inputs, records):
+    """Every message to a tree neighbour; where count is even, the bytes to each exactly a
+    half for each tree it neighbours r in (up once to the parent, down once to each child),
+    otherwise the bytes of all ranks together exactly 2 (np-1) S (each tree's np-1 edges
+    carry its half up and down)."""
+    links = dbt_links(case)
+    size = itemsize(case)
+    half = case["count"] // 2 * size
+    totals = 0
+    for r, rec in enumerate(records):
+        near = dbt_neighbours(links, r)
+        sent = {}
+        for e in rec.sends():
+            sent.setdefault(e.case_peer, []).append(e.bytes)
+        for peer, sizes in sorted(sent.items()):
+            if peer not in near:
+                return [(r, f"rank {r} sent {amount(len(sizes), ' messages')} to rank {peer}, "
+                            f"which is neither parent nor child of rank {r} in either tree "
+                            f"({dbt_describe(links, r)})")]
+            totals += sum(sizes)
+            if case["count"] % 2 == 0 and sum(sizes) != half * len(near[peer]):
+                roles = " and ".join(f"its {role} in tree {t}" for t, role in near[peer])
+                return [(r, f"rank {r} sent {sum(sizes)} B to rank {peer}, {roles}: the "
+                            f"double binary tree sends a half ({half} B) once each way along "
+                            f"each tree edge, {half * len(near[peer])} B")]
+        if case["count"] % 2 == 0:
+            for peer in near:
+                if peer not in sent and half:
+                    roles = " and ".join(f"its {role} in tree {t}" for t, role in near[peer])
+                    return [(r, f"rank {r} sent nothing to rank {peer}, {roles}: each half "
+                                f"goes up its tree to the parent and down to each child")]
+    whole = 2 * (case.np - 1) * case["count"] * size
+    if totals != whole:
+        return [(0, f"the ranks sent {totals} B in all; the double binary tree sends each "
+                    f"half up and down its tree's np-1 edges: 2 (np-1) S = {whole} B for S = "
+                    f"{case['count'] * size} B")]
+    return []
+
+
+def dbt_describe(links, r):
+    def one(t):
+        parent, c0, c1, _ = (int(v) for v in links[t, r])
+        kids = " ".join(str(c) for c in (c0, c1) if c >= 0) or "none"
+        return f"tree {t}: parent {parent if parent >= 0 else 'none'}, children {kids}"
+    return "; ".join(one(t) for t in (0, 1))
+
+
+def dbt_messages(case, inputs, records):
+    """Messages of at most chunk elements; where 2 chunk divides count, exactly C a tree
+    edge each way: C (up + children) per tree per rank."""
+    links = dbt_links(case)
+    cap = case["chunk"] * itemsize(case)
+    for r, rec in enumerate(records):
+        big = [e for e in rec.sends() if e.bytes > cap]
+        if big:
+            return [(r, f"rank {r} sent {big[0].bytes} B in one message to rank "
+                        f"{big[0].case_peer}: the halves go in chunks of at most chunk = "
+                        f"{amount(case['chunk'], ' elements')} ({cap} B), so that the tree's levels "
+                        f"work at once, each on its own chunk")]
+    if case["count"] % (2 * case["chunk"]):
+        return []
+    C = dbt_chunks(case)
+    for r, rec in enumerate(records):
+        edges = sum(len(v) for v in dbt_neighbours(links, r).values())
+        if rec.msgs_sent != C * edges:
+            return [(r, f"rank {r} sent {amount(rec.msgs_sent, ' messages')}; with {C} "
+                        f"chunk{'s' if C != 1 else ''} a half it sends exactly {C * edges}: "
+                        f"each chunk once along each of its {edges} tree edges "
+                        f"({dbt_describe(links, r)})")]
+    return []
+
+
+def dbt_rounds(case, inputs):
+    return 4 * (dbt_chunks(case) + ceil_log2(case.np))
+
+
+@test("fun_double_binary_tree", points=10, inputs=allreduce_inputs,
+      reference=allreduce_reference, tolerance=allreduce_tolerance,
+      label=lambda c: f"np={c.np} {c['dtype']} {c['op']} count={c['count']} chunk={c['chunk']}",
+      rules=[point_to_point_only, dbt_peers, dbt_messages,
+             max_rounds(dbt_rounds,
+                        lambda c: f"C + H = {dbt_chunks(c)} + {ceil_log2(c.np)} steps up and as "
+                                  f"many down, two messages a step (one a tree): 4 (C + H)",
+                        "run the trees side by side, each at its own pace: at step s a rank of "
+                        "level h folds in and sends up chunk s - h of each tree; going down, "
+                        "chunk s - (H - h). Finishing one tree before the other, or taking in "
+                        "all of a child's chunks before sending one, is slower")])
+def double_tree_allreduce(rng):
+    """A quarter of the reductions on each np, the counts of counts_for(np) with chunks of
+    1 to 64; a float32 sum of 16 chunks a half, and an int32 sum whose chunks end short."""
+    specs = []
+    for n in NPS:
+        counts = counts_for(n)
+        for i, (dtype, op) in enumerate(REDUCTIONS[n % 4::4]):
+            count = counts[(i + n) % len(counts)]
+            specs.append({"np": n, "dtype": dtype, "op": op, "count": count,
+                          "chunk": (1, 3, 64, 200)[(i + n) % 4]})
+        specs.append({"np": n, "dtype": "float32", "op": "sum", "count": 2048, "chunk": 64})
+        specs.append({"np": n, "dtype": "int32", "op": "sum", "count": 1001, "chunk": 50})
+    return specs
+
+
 # --------------------------------------------------------- fun_barrier.c
 
 LATE = 0.060  # the last rank's delay (s); the others arrive within EARLY
@@ -1365,5 +1563,6 @@ def ring_allreduce_cuda(rng):
 TESTS = [make_mesh_2d, make_half, group_sums, chain_pass, gather_async, recv_any_size, ring_shift,
          ring_shift_sendrecv, bcast_linear, bcast_binomial, reduce_linear, reduce_binomial,
          gather_linear, allgather_ring, scatter_linear, reduce_scatter_ring, ring_allreduce,
-         allreduce_rd, hierarchical_allreduce, barrier_dissemination, alltoallv_from_splits, alltoallv_scratch,
+         allreduce_rd, hierarchical_allreduce, double_tree_links, double_tree_allreduce,
+         barrier_dissemination, alltoallv_from_splits, alltoallv_scratch,
          dist_softmax, send_device, recv_device, ring_allreduce_cuda]

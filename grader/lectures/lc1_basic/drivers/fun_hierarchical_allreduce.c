@@ -25,8 +25,7 @@ static void demo(MPI_Comm comm)
     int L = (int)xt_arg_int("per-node", np % 2 == 0 ? 2 : 1);
     XT_CHECK(L >= 1 && np % L == 0, "--per-node %d does not divide np = %d", L, np);
     int *x = xt_malloc(sizeof(int) * (size_t)count);
-    for (int i = 0; i < count; i++)
-        x[i] = 10 * rank + i;
+    xt_demo_sum_fill(comm, x, count);
     /* Who each phase talks to: the node's ranks, then those of the same local index. */
     char plan[256], *p = plan, *end = plan + sizeof plan;
     p += snprintf(p, (size_t)(end - p), "node %d: ring with r%d..r%d; block %d across nodes with",
@@ -40,14 +39,7 @@ static void demo(MPI_Comm comm)
     xt_print_buffer_ordered(comm, "before: ", x, count, MPI_INT);
     hierarchical_allreduce(x, count, MPI_INT, MPI_SUM, L, comm);
     xt_print_buffer_ordered(comm, "after:  ", x, count, MPI_INT);
-    /* Element i of the sum: sum over r of 10 r + i. */
-    int right = 1;
-    for (int i = 0; i < count; i++)
-        right &= x[i] == 10 * np * (np - 1) / 2 + np * i;
-    int all = 0;
-    MPI_Allreduce(&right, &all, 1, MPI_INT, MPI_LAND, comm);
-    xt_printf_root(comm, "every rank holds the sum of all ranks' buffers: %s\n",
-                   all ? "yes" : "NO");
+    xt_demo_sum_holds(comm, x, count);
     free(x);
 }
 
