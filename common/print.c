@@ -173,7 +173,7 @@ void xt_print_buffer_at(MPI_Comm comm, int who, const char *label, const void *b
 void xt_demo_sum_fill(MPI_Comm comm, int *x, int count)
 {
     int rank;
-    MPI_Comm_rank(comm, &rank);
+    PMPI_Comm_rank(comm, &rank);
     for (int i = 0; i < count; i++)
         x[i] = 10 * rank + i;
 }
@@ -181,11 +181,11 @@ void xt_demo_sum_fill(MPI_Comm comm, int *x, int count)
 int xt_demo_sum_holds(MPI_Comm comm, const int *x, int count)
 {
     int np;
-    MPI_Comm_size(comm, &np);
+    PMPI_Comm_size(comm, &np);
     int right = 1, all = 0;
     for (int i = 0; i < count; i++)
         right &= x[i] == 10 * np * (np - 1) / 2 + np * i;
-    MPI_Allreduce(&right, &all, 1, MPI_INT, MPI_LAND, comm);
+    PMPI_Allreduce(&right, &all, 1, MPI_INT, MPI_LAND, comm);
     xt_printf_root(comm, "every rank holds the sum of all ranks' buffers: %s\n",
                    all ? "yes" : "NO");
     return all;

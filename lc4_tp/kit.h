@@ -83,6 +83,15 @@ typedef void tp_col_backward_fn(const float *x, const float *w, const float *dy,
                                 MPI_Comm comm);
 void tp_col_backward_case(xt_case *c, tp_col_backward_fn *fn);
 
+/*
+ * For the grader's drivers and demos (kit/tp_mesh.c): a dp x tp mesh over comm, tensor
+ * ranks consecutive. Collective over comm: this rank's tensor group (its ranks those of
+ * one data rank), made as a case's set-up past libxt's counters and named "tp" in the
+ * records; *tp_rank and *dp_rank this rank's coordinates. xt_tp_group_free frees it.
+ */
+MPI_Comm xt_tp_group(MPI_Comm comm, int tp, int *tp_rank, int *dp_rank);
+void xt_tp_group_free(MPI_Comm *group);
+
 #ifdef __cplusplus
 }
 #endif

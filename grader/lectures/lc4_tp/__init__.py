@@ -9,6 +9,7 @@ function, how many floats, on which communicator) through PMPI.
 
 from lectures.lc4_tp.attention import (attention_tp_backward, attention_tp_forward,
                                        attention_tp_init, attention_tp_shard)
+from lectures.lc4_tp.dropout import tp_dropout_backward, tp_dropout_forward, tp_rng_init
 from lectures.lc4_tp.events import WeightGrad
 from lectures.lc4_tp.linear import (col_linear_backward, col_linear_backward_async,
                                     col_linear_forward, col_linear_gather, row_linear_backward,
@@ -31,6 +32,7 @@ TESTS = [col_linear_forward, col_linear_backward, col_linear_gather,
          row_linear_forward, row_linear_backward,
          col_linear_backward_async,
          mlp_tp_shard, mlp_tp_forward, mlp_tp_backward,
+         tp_rng_init, tp_dropout_forward, tp_dropout_backward,
          attention_tp_init, attention_tp_shard, attention_tp_forward, attention_tp_backward,
          embedding_tp_forward, embedding_tp_backward,
          cross_entropy_tp,
@@ -42,6 +44,8 @@ DEMOS = {"col_parallel_linear": ["single process x W equal: yes"],
          "tp_async_linear": ["dx and dW the same both ways: yes"],
          "row_parallel_linear": ["single process x W + b equal: yes"],
          "mlp_tp": ["(agree)"],
+         "tp_dropout": ["replicated masks the same on every tensor rank: yes",
+                        "split masks all different across the tensor group: yes"],
          "attention_tp": ["(agree)"],
          "embedding_tp": ["single process E[tokens] equal: yes"],
          "cross_entropy_tp": ["loss and dlogits agree: yes"],

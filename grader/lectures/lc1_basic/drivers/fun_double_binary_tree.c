@@ -50,15 +50,13 @@ static void demo(MPI_Comm comm)
         int row[4];
         driver_links_row(np, rank, t, row);
         interior += row[1] >= 0;
-        p += snprintf(p, (size_t)(end - p), "tree %d: level %d, parent ", t, row[3]);
-        p += row[0] < 0 ? snprintf(p, (size_t)(end - p), "-   ")
-                        : snprintf(p, (size_t)(end - p), "r%-2d ", row[0]);
-        p += snprintf(p, (size_t)(end - p), "children");
+        p += snprintf(p, (size_t)(end - p), "%stree %d: level %d, up ", t ? " | " : "", t, row[3]);
+        p += row[0] < 0 ? snprintf(p, (size_t)(end - p), "-, ")
+                        : snprintf(p, (size_t)(end - p), "r%d, ", row[0]);
+        p += snprintf(p, (size_t)(end - p), row[1] < 0 ? "a leaf" : "down");
         for (int k = 1; k < 3; k++)
             if (row[k] >= 0)
                 p += snprintf(p, (size_t)(end - p), " r%d", row[k]);
-        p += snprintf(p, (size_t)(end - p), "%s", row[1] < 0 ? " none (a leaf)" : "");
-        p += snprintf(p, (size_t)(end - p), t == 0 ? "   |   " : "");
     }
     xt_printf_ordered(comm, "%s\n", line);
     int both = 0, any = interior > 1;
