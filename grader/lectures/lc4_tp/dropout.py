@@ -5,9 +5,10 @@ the tensor group past libxt's counters and names it "tp"). The expected masks co
 exercise's stated seeds (replicated: seed + 10 dp_rank; split: that + 2718 + tp_rank) and
 libxt's generator written again here in whole-array form (splitmix64: draw i of a seed
 mixes seed + (i+1) 0x9E3779B97F4A7C15), checked against grader/nn.py's Rng when this module
-loads. The layer's reference is the whole MLP in float64, its hidden mask the tensor ranks'
-split masks side by side, its output mask the data rank's replicated one; every rank's
-weight gradients are the blocks of the whole ones by the split rule.
+loads. The layer's reference is the whole MLP in float64 (mlp_forward, mlp_backward: the
+backward checked against central differences when this module loads), its hidden mask the
+tensor ranks' split masks side by side, its output mask the data rank's replicated one;
+every rank's weight gradients are the blocks of the whole ones by the split rule.
 
 Before the values a check says what the masks' relations are, where a wrong seed shows:
 the replicated mask the same on every tensor rank, the split one different on each, both
@@ -165,17 +166,55 @@ def whole(case, inputs, g):
     return w1, w2
 
 
+def mlp_forward(x, w1, w2, ms, mr):
+    """The dropout MLP on one process, float64: y = ((silu(x W1) ms) W2) mr, and what the
+    backward needs."""
+    a = x @ w1
+    h = nn.silu_forward(a) * ms
+    return (h @ w2) * mr, (a, h)
+
+
+def mlp_backward(dy, x, w1, w2, ms, mr, kept):
+    """(dx, dW1, dW2) of mlp_forward for the upstream gradient dy."""
+    a, h = kept
+    dz = dy * mr
+    da = nn.silu_backward(dz @ w2.T * ms, a)
+    return da @ w1.T, x.T @ da, h.T @ dz
+
+
+def _check_backward():
+    """mlp_backward against central differences of sum(dy y), at import."""
+    g = np.random.default_rng(7)
+    x, w1, w2 = g.normal(size=(3, 4)), g.normal(size=(4, 6)), g.normal(size=(6, 4))
+    ms, mr = g.choice([0.0, 2.0], size=(3, 6)), g.choice([0.0, 2.0], size=(3, 4))
+    dy = g.normal(size=(3, 4))
+    _, kept = mlp_forward(x, w1, w2, ms, mr)
+    grads = mlp_backward(dy, x, w1, w2, ms, mr, kept)
+    args = [x, w1, w2]
+    for which, grad in enumerate(grads):
+        num = np.zeros_like(grad)
+        for i in np.ndindex(grad.shape):
+            for sign in (1.0, -1.0):
+                moved = [a.copy() for a in args]
+                moved[which][i] += sign * 1e-6
+                num[i] += sign * np.sum(dy * mlp_forward(*moved, ms, mr)[0]) / 2e-6
+        err = np.max(np.abs(num - grad)) / max(1.0, np.max(np.abs(grad)))
+        assert err < 1e-6, f"mlp_backward's gradient {which} is off by {err:.1e}"
+
+
+_check_backward()
+
+
 def step(case, inputs, g, x, number):
-    """Data rank g's forward step `number`: (y, what backward needs), float64."""
+    """Data rank g's forward step `number`: y, and what the backward needs (float64)."""
     rows, tp = case["rows"], case["tp"]
     ranks = range(g * tp, (g + 1) * tp)
     w1, w2 = whole(case, inputs, g)
     ms = np.concatenate([masks(case, r, number)[0].reshape(rows, -1) for r in ranks], 1)
-    mr = masks(case, g * tp, number)[1].reshape(rows, -1).astype(np.float64)
-    a = x @ w1
-    h = nn.silu_forward(a) * ms
-    z = h @ w2
-    return z * mr, (a, h, ms.astype(np.float64), mr, w1, w2)
+    mr = masks(case, g * tp, number)[1].reshape(rows, -1)
+    ms, mr = ms.astype(np.float64), mr.astype(np.float64)
+    y, kept = mlp_forward(x, w1, w2, ms, mr)
+    return y, (w1, w2, ms, mr, kept)
 
 
 def layer_reference(case, inputs):
@@ -186,17 +225,15 @@ def layer_reference(case, inputs):
         x = inputs["x"][r].astype(np.float64).reshape(rows, d)
         x2 = inputs["x2"][r].astype(np.float64).reshape(rows, d)
         y1, _ = step(case, inputs, g, x, 1)
-        y2, (a, h, ms, mr, w1, w2) = step(case, inputs, g, x2, 2)
+        y2, (w1, w2, ms, mr, kept) = step(case, inputs, g, x2, 2)
         if case["fn"] == "tp_dropout_forward":
             (s1, r1), (s2, r2) = masks(case, r, 1), masks(case, r, 2)
             out.append({"y1": y1.reshape(-1), "y2": y2.reshape(-1), "split1": s1,
                         "repl1": r1, "split2": s2, "repl2": r2})
             continue
-        dz = inputs["dy"][r].astype(np.float64).reshape(rows, d) * mr
-        dw2 = h.T @ dz
-        da = nn.silu_backward(dz @ w2.T * ms, a)
-        dw1 = x2.T @ da
-        out.append({"dx": (da @ w1.T).reshape(-1),
+        dy = inputs["dy"][r].astype(np.float64).reshape(rows, d)
+        dx, dw1, dw2 = mlp_backward(dy, x2, w1, w2, ms, mr, kept)
+        out.append({"dx": dx.reshape(-1),
                     "dw1": inputs["dw1"][r] + columns(dw1, tp, r % tp).reshape(-1),
                     "dw2": inputs["dw2"][r] + rows_of(dw2, tp, r % tp).reshape(-1)})
     return out
