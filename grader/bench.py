@@ -56,6 +56,9 @@ def options(argv):
                     help="warm-up calls or steps (default: the lecture's)")
     ap.add_argument("--out", default=os.path.join("build", "bench"), help="where files go")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per launch")
+    ap.add_argument("--per-node", type=int, default=0,
+                    help="ranks a node, for what runs on nodes (LC=1's hierarchical_allreduce: "
+                         "default the launch's; LC=7's dispatch across nodes: default np/2)")
     ap.add_argument("--tree", help="bench the exercise files under TREE/<lecture> (a mutant's "
                                    "copy, say) instead of solutions/")
     g = ap.add_argument_group("training benches")

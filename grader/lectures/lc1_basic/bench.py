@@ -82,9 +82,6 @@ def add_options(g):
     g.add_argument("--iters", type=int, default=0, help="timed calls per size (default: by size)")
     g.add_argument("--wrapcost", type=parse_size, default=8,
                    help="size at which libxt's PMPI wrappers are timed (0: not)")
-    g.add_argument("--per-node", type=int, default=0,
-                   help="ranks a node for hierarchical_allreduce (default: the launch's; on "
-                        "one machine two virtual nodes when np is even)")
     g.add_argument("--chunk", type=parse_size, default=64 << 10,
                    help="bytes a message for double_tree_allreduce's pipeline (default 64K)")
     g.add_argument("--budget", type=float, default=270,

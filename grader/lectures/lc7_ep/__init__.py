@@ -9,6 +9,7 @@ many tokens, and the exchanges pending while it ran).
 """
 
 from lectures.lc7_ep.gshard import gshard_backward, gshard_forward
+from lectures.lc7_ep.hierdispatch import hierarchical_moe_forward
 from lectures.lc7_ep.layer import moe_backward, moe_forward
 from lectures.lc7_ep.overlap import experts_exchange, moe_overlap_forward
 from lectures.lc7_ep.routing import (gate_bias_update, gate_sigmoid_forward, seq_balance_loss,
@@ -29,6 +30,7 @@ TESTS = [topk_forward, topk_backward,
          node_limited_forward, node_limited_backward,
          moe_forward, moe_backward,
          gshard_forward, gshard_backward,
+         hierarchical_moe_forward,
          experts_exchange,
          moe_overlap_forward]
 
@@ -41,5 +43,6 @@ DEMOS = {"topk_gradient": ["dlogits equals the dense softmax's gradient through 
          "moe_forward": ["y agrees with a dense computation: yes"],
          "moe_backward": ["gradients agree with finite differences: yes"],
          "gshard": ["y, dx, dwr and dexperts: matches one process: yes"],
+         "hierarchical_dispatch": ["y matches the layer on one process: yes"],
          "all2all_async": ["every row's output matches one process: yes"],
          "moe_overlap": ["y matches one process: yes"]}

@@ -27,6 +27,13 @@ while it ran):
   the bytes the rank sent, which must be their sum; the grader's rule ovl_traffic checks
   every message against the histogram too (one per peer and exchange, of exactly its rows).
 
+And the dispatch across nodes (--dispatch-programs, at every np of two nodes or more, nodes of
+--per-node ranks, np/2 by default): two-hop (hierarchical_dispatch.c, each token across once
+per destination node, forwarded inside it) beside gshard (gshard.c, each token to the rank of
+each expert) on the same layer and routing: the step's time, and the bytes each rank sends to
+other nodes, by each algorithm's definition from the routing; the two-hop program's, counted
+from its records (every message's peer and so its node), must be its definition's.
+
 The bytes are exact: the bench fails if one differs. Every rank's y of every round is
 checked against NumPy (one dense MoE layer, float64, lecture 7's tolerance), so that a fast
 wrong result is not a result. Writes JSON under build/bench/; docs/lc7_ep.md (The bench)
@@ -50,22 +57,27 @@ import spec
 from benchlib import (TrainingRun, build_program, ms, patched_tree, slashed,
                       solutions_with_mutants, tree_of)
 from testkit import bench_results, fresh, run_bench, tail
-from lectures.lc7_ep import ep, overlap
+from lectures.lc7_ep import ep, hierdispatch, overlap
 
 ABOUT = "the MoE layer's two micro-batches overlapped or serial: step time, expert compute " \
-        "under an exchange, dispatch and combine bytes per rank against the histogram"
+        "under an exchange, dispatch and combine bytes per rank against the histogram; the " \
+        "two-hop dispatch's bytes across nodes against GShard's"
 
 # name: what it is
 PROGRAMS = {"overlap": "each micro-batch's experts under the other's exchange",
             "serial": "the micro-batches one after the other, every exchange waited for"}
 SERIAL_PATCH = "ovl_serial"
+# The dispatch across nodes: name: (program, its function, what it is).
+DISPATCH = {"two-hop": ("hierarchical_dispatch", "hierarchical_moe_forward",
+                        "each token across once per node, forwarded inside it"),
+            "gshard": ("gshard", "gshard_forward", "each token to each expert's rank")}
 ROUTINGS = ("uniform", "skewed")
 NPS = (1, 2, 4)
 
 
 def add_options(g):
     g.add_argument("--moe-programs", default=",".join(PROGRAMS),
-                   help=f"comma-separated, of {', '.join(PROGRAMS)} (default both)")
+                   help=f"comma-separated, of {', '.join(PROGRAMS)} (default both; none: skip)")
     g.add_argument("--routing", default=",".join(ROUTINGS),
                    help="comma-separated, of uniform, skewed (default both)")
     g.add_argument("--tokens", type=int, default=1024, help="tokens T per rank (default 1024)")
@@ -73,6 +85,8 @@ def add_options(g):
     g.add_argument("--ffn", type=int, default=512, help="an expert's hidden ff (default 512)")
     g.add_argument("--experts", type=int, default=8, help="experts E (default 8)")
     g.add_argument("--topk", type=int, default=2, help="experts per token k (default 2)")
+    g.add_argument("--dispatch-programs", default=",".join(DISPATCH),
+                   help=f"comma-separated, of {', '.join(DISPATCH)} (default both; none: skip)")
 
 
 def note(text):
@@ -134,9 +148,10 @@ def check_values(want, n, cdir):
 
 
 
-def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
-    """One launch: warm-up and measured rounds of one case. Returns (row or None, errors,
-    skipped message or None)."""
+def launch_rounds(case, inputs, count, args, binary, work, env):
+    """One launch of `count` rounds of one case, as the grader runs cases (the work
+    directory's cases.txt, every round's inputs linked from one written copy): (command,
+    result, the lines it printed)."""
     n = case.np
     shutil.rmtree(work, ignore_errors=True)
     shared = os.path.join(work, "inputs")
@@ -144,7 +159,7 @@ def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
     records.write_inputs(shared, 0, ep.program_inputs(inputs))
     params = " ".join(f"{k}={v}" for k, v in case.params.items())
     lines = ["# make bench LC=7: one MoE layer forward per round"]
-    for k in range(warmup + rounds):
+    for k in range(count):
         cdir = os.path.join(work, f"c{k}")
         os.makedirs(cdir)
         for f in os.listdir(shared):
@@ -160,6 +175,14 @@ def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
                                     "--no-strict"])
     out = []
     res = launch.run(cmd, timeout=args.timeout, env=env, on_line=out.append)
+    return cmd, res, out
+
+
+def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
+    """One launch: warm-up and measured rounds of one case. Returns (row or None, errors,
+    skipped message or None)."""
+    n = case.np
+    cmd, res, out = launch_rounds(case, inputs, warmup + rounds, args, binary, work, env)
     routing = "skewed" if case["skew"] else "uniform"
     what = f"{name} np {n} {routing}"
     todo = [ln for ln in out if " TODO " in ln]
@@ -205,11 +228,112 @@ def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
     return row, errors, None
 
 
+_LAYERS = {}
+
+
+def layer_of(case, args):
+    """The inputs (seed 7) and the reference y of the layer at case's np and routing, drawn
+    and computed once per run: every program benched on that layer shares them (the
+    reference is a dense layer in float64, seconds at the default size)."""
+    key = (case.np, case["skew"], args.tokens, args.hidden, args.ffn, args.experts, args.topk)
+    if key not in _LAYERS:
+        inputs = ep.layer_inputs(case, np.random.default_rng(7))
+        _LAYERS[key] = (inputs, overlap.layer_reference(case, inputs))
+    return _LAYERS[key]
+
+
+def dispatch_case(n, args, routing, per_node, fn):
+    """A spec.Case of the layer on nodes of per_node ranks, for the program of fn."""
+    params = ep.moe_case(n, args.tokens, args.hidden, args.experts, args.ffn, args.topk,
+                         skew=int(routing == "skewed"), dy=0, ranks_per_node=per_node)
+    del params["np"]
+    params["fn"] = fn
+    return spec.Case(test=None, np=n, params=params)
+
+
+def across_nodes(case, inputs):
+    """Per rank, the bytes it sends to other nodes by each algorithm's definition (the
+    grader counts the two-hop's exactly): (two-hop: a record of d + 2k floats per token and
+    other node holding one of its experts, a row of d floats back per record received;
+    GShard: a row per choice whose expert is on another node, and back per row its experts
+    computed for another node's rank)."""
+    d, k, L = case["d"], case["k"], case["ranks_per_node"]
+    across, back = hierdispatch.plan(case, inputs)[:2]
+    h = ep.histogram(case, inputs)
+
+    def far(s, e):
+        return ep.owner(case, e) // L != s // L
+
+    out = []
+    for r in range(case.np):
+        rows = sum(int(h[r][e]) for e in range(case["E"]) if far(r, e))
+        rows += sum(int(h[s][e]) for s in range(case.np) for e in ep.local_experts(case, r)
+                    if s // L != r // L)
+        out.append((across[r] * (d + 2 * k) * 4 + back[r] * d * 4, rows * d * 4))
+    return out
+
+
+def measure_dispatch(name, case, inputs, want, rounds, warmup, args, binary, work, env):
+    """One launch of a dispatch program: (row or None, errors, skipped message or None); the
+    two-hop program's bytes to other nodes, from its records, must be its definition's."""
+    n, L = case.np, case["ranks_per_node"]
+    cmd, res, out = launch_rounds(case, inputs, warmup + rounds, args, binary, work, env)
+    routing = "skewed" if case["skew"] else "uniform"
+    what = f"{name} np {n} {routing}"
+    source = DISPATCH[name][0]
+    todo = [ln for ln in out if " TODO " in ln]
+    if todo:
+        return None, [], f"{source}.c is not written yet"
+    if res.timed_out or res.returncode != 0:
+        return None, [f"{what}: the launch {'timed out' if res.timed_out else 'failed'} (exit "
+                      f"{res.returncode}); rerun: {launch.shell_line(cmd)}"], None
+    defined = [a if name == "two-hop" else g for a, g in across_nodes(case, inputs)]
+    steps = []
+    for k in range(warmup + rounds):
+        cdir = os.path.join(work, f"c{k}")
+        recs = [records.read_record(records.outputs_path(cdir, 0, r)) for r in range(n)]
+        if any(rec is None for rec in recs):
+            return None, [f"{what}: a rank wrote no record"], None
+        wrong, _ = check_values(want, n, cdir)
+        if wrong:
+            return None, [f"{what}: {wrong}"], None
+        if name == "two-hop":
+            sent = [sum(e.bytes for e in rec.sends() if e.case_peer >= 0 and
+                        e.case_peer // L != r // L) for r, rec in enumerate(recs)]
+            if sent != defined:
+                return None, [f"{what}: the ranks sent {sent} bytes to other nodes; the "
+                              f"two-hop dispatch's definition gives {defined}"], None
+        if k >= warmup:
+            steps.append(max(rec.seconds for rec in recs))
+    return {"program": name, "np": n, "per_node": L, "routing": routing, "best": min(steps),
+            "median": statistics.median(steps), "across": defined}, [], None
+
+
+def print_dispatch(rows, cores):
+    if not rows:
+        return
+    print("\nthe dispatch across nodes: two-hop (hierarchical_dispatch.c) beside GShard's "
+          "(gshard.c), the same\nlayer and routing on nodes of L ranks (virtual on one "
+          "machine: no byte leaves it, the times are\nthose of its memory); across: bytes a "
+          "rank sends to other nodes, forward (dispatch and combine):")
+    fmt = "{:<8} {:<8} {:>4} {:>3} {:>9} {:>9} {:>14} {:>14}"
+    print(fmt.format("program", "routing", "np", "L", "best ms", "median", "across max",
+                     "across all"))
+    for r in sorted(rows, key=lambda r: (ROUTINGS.index(r["routing"]), r["np"],
+                                         list(DISPATCH).index(r["program"]))):
+        print(fmt.format(r["program"], r["routing"], f"{r['np']}{'*' if r['np'] > cores else ''}",
+                         r["per_node"], ms(r["best"]), ms(r["median"]), max(r["across"]),
+                         sum(r["across"])))
+
+
 # --------------------------------------------------------------------- tables
 
 
 
 def print_tables(rows, cores):
+    if not rows:
+        return
+
     def over(n):
         return "*" if n > cores else ""
 
@@ -244,13 +368,49 @@ def print_tables(rows, cores):
                          slashed([v * 1e3 for v in r["rank_experts"]], "{:.1f}")))
 
 
+def run_dispatch(names, nps, routings, rounds, warmup, args, tree, env, skipped, failures):
+    """The dispatch programs at every np of two nodes or more: their rows."""
+    rows, binaries = [], {}
+    for name in names:
+        binaries[name], why = build_program(tree, DISPATCH[name][0])
+        if why:
+            skipped.append(why)
+    for n in nps:
+        L = args.per_node or (n // 2 if n % 2 == 0 else 1)
+        if n % L or n // L < 2 or args.experts % n:
+            continue
+        for routing in routings:
+            for name in names:
+                if binaries[name] is None:
+                    continue
+                case = dispatch_case(n, args, routing, L, DISPATCH[name][1])
+                inputs, want = layer_of(case, args)
+                work = os.path.join(args.out, "lc7_work", f"{name}_np{n}_{routing}")
+                row, errors, why = measure_dispatch(name, case, inputs, want, rounds, warmup,
+                                                    args, binaries[name], work, env)
+                if why:
+                    skipped.append(why)
+                    binaries[name] = None
+                    continue
+                failures += errors
+                for e in errors:
+                    print(f"ERROR: {e}")
+                if row:
+                    rows.append(row)
+                    print(f"# {name} np {n} {routing}: {ms(row['best'])} ms", flush=True)
+    return rows
+
+
 def run(args):
-    names = [x.strip() for x in args.moe_programs.split(",") if x.strip()]
+    names = [x.strip() for x in args.moe_programs.split(",") if x.strip() and x.strip() != "none"]
+    dispatch = [x.strip() for x in args.dispatch_programs.split(",")
+                if x.strip() and x.strip() != "none"]
     routings = [x.strip() for x in args.routing.split(",") if x.strip()]
-    if (not names or set(names) - set(PROGRAMS) or not routings or set(routings) - set(ROUTINGS)
+    if (not names + dispatch or set(names) - set(PROGRAMS) or not routings or set(routings) - set(ROUTINGS)
             or min(args.tokens, args.hidden, args.ffn, args.experts, args.topk) < 1
-            or args.topk > args.experts):
-        print(f"bench: --moe-programs of {', '.join(PROGRAMS)}; --routing of "
+            or args.topk > args.experts or set(dispatch) - set(DISPATCH) or args.per_node < 0):
+        print(f"bench: --moe-programs of {', '.join(PROGRAMS)}; --dispatch-programs of "
+              f"{', '.join(DISPATCH)} or none; --routing of "
               f"{', '.join(ROUTINGS)}; --tokens, --hidden, --ffn, --experts, --topk positive, "
               f"topk at most experts", file=sys.stderr)
         return 2
@@ -258,8 +418,10 @@ def run(args):
     nps = [args.np] if args.np else list(NPS)
     rounds = args.rounds if args.rounds is not None else 3
     warmup = args.warmup if args.warmup >= 0 else 1
-    trun = TrainingRun(7, args, "the MoE layer, micro-batches overlapped or serial", tree, nps)
-    note(f"one MoE layer forward: T = {args.tokens} tokens per rank in two micro-batches, d = "
+    trun = TrainingRun(7, args, "the MoE layer: micro-batches overlapped or serial; the dispatch "
+                          "across nodes", tree, nps)
+    note(f"one MoE layer forward: T = {args.tokens} tokens per rank (in two micro-batches for "
+         f"overlap and serial), d = "
          f"{args.hidden}, E = {args.experts} experts of ff = {args.ffn}, k = {args.topk} "
          f"(float32, dropless); per program, np and routing one launch: {warmup} warm-up and "
          f"{rounds} measured rounds, as the grader runs a case; every round's y checked "
@@ -268,6 +430,9 @@ def run(args):
          "busiest rank's expert compute (the kit's log), median; other: step - experts, the "
          "time the busiest rank was not computing experts; under exchange: the share of "
          "every rank's expert compute that ran with an exchange pending")
+    if dispatch:
+        note(f"the dispatch across nodes ({', '.join(dispatch)}): at every np of two nodes or "
+             f"more, nodes of --per-node ranks (default np/2)")
     if max(nps) > trun.cores:
         note(f"* np > {trun.cores} cores: ranks are oversubscribed, a rank waits for a core as "
              f"well as for messages; its times are not those of np cores. The bytes and the "
@@ -290,8 +455,7 @@ def run(args):
             continue
         for routing in routings:
             case = make_case(n, args, routing)
-            inputs = ep.layer_inputs(case, np.random.default_rng(7))
-            want = overlap.layer_reference(case, inputs)
+            inputs, want = layer_of(case, args)
             for name in names:
                 if binaries[name] is None:
                     continue
@@ -308,18 +472,26 @@ def run(args):
                 if row:
                     results.append(row)
                     print(f"# {name} np {n} {routing}: {ms(row['best'])} ms", flush=True)
+    dispatch_rows = run_dispatch(dispatch, nps, routings, rounds, warmup, args, tree, env,
+                                 skipped, failures)
     print_tables(results, trun.cores)
+    print_dispatch(dispatch_rows, trun.cores)
     if results:
         worst = max(r["worst_error"] for r in results)
         note(f"values: every round of every run within lecture 7's tolerance ({ep.MOE_RTOL:g} "
              f"of y's largest value); the worst error {100 * worst:.1f}% of it")
-    return trun.finish("lc7_ep", {"runs": results, "T": args.tokens, "d": args.hidden,
+    return trun.finish("lc7_ep", {"runs": results, "dispatch": dispatch_rows, "T": args.tokens, "d": args.hidden,
                                   "E": args.experts, "ff": args.ffn, "k": args.topk,
                                   "rounds": rounds, "warmup": warmup}, skipped, failures)
 
 
 SMALL = ["--lc", "7", "--np", "2", "--tokens", "16", "--hidden", "8", "--ffn", "8",
          "--experts", "4", "--topk", "2", "--rounds", "1", "--warmup", "0"]
+# The dispatch alone at np 4 on two nodes of 2, uniform routing.
+SMALL_NODES = ["--lc", "7", "--np", "4", "--per-node", "2", "--tokens", "16", "--hidden", "8",
+               "--ffn", "8", "--experts", "4", "--topk", "2", "--rounds", "1", "--warmup", "0",
+               "--moe-programs", "none", "--dispatch-programs", "two-hop", "--routing",
+               "uniform"]
 # The bench must reject: micro-batch 1's outputs added to micro-batch 0's tokens (wrong
 # values), and the own rows sent to the rank itself (bytes the histogram does not give).
 MUTANTS = ("ovl_mb1_into_mb0_tokens", "ovl_own_rows_sent")
@@ -351,6 +523,36 @@ def selftest(s):
              "checked; bytes sent equal to the histogram's dispatch + combine; the serial "
              "layer's expert compute never under an exchange, the overlapped one's always "
              "under uniform routing", not problems, problems, f"({took:.1f} s)")
+    dispatch = bench_results(os.path.join(out, "lc7_ep_np2.json"), [], {"dispatch": []})
+    rows = {(r["program"], r["routing"]): r for r in dispatch.get("dispatch", [])}
+    problems = [] if sorted(rows) == sorted((p, x) for p in DISPATCH for x in ROUTINGS) else \
+        [f"dispatch rows: {sorted(rows)}"]
+    small = argparse.Namespace(tokens=16, hidden=8, ffn=8, experts=4, topk=2)
+    for (name, routing), r in rows.items():
+        case = dispatch_case(2, small, routing, 1, DISPATCH[name][1])
+        want = [a if name == "two-hop" else g for a, g in
+                across_nodes(case, ep.layer_inputs(case, np.random.default_rng(7)))]
+        if r["across"] != want or r["per_node"] != 1 or not r["best"] > 0:
+            problems.append(f"{name} {routing}: {r}, across by definition {want}")
+    s.record("bench LC=7: the two-hop dispatch and GShard's at np=2 on nodes of 1, uniform and "
+             "skewed, values checked; the two-hop's bytes to other nodes from its records equal "
+             "to its definition's", not problems, problems)
+    out2 = fresh("bench7_nodes")
+    rc, text, took = run_bench(SMALL_NODES, out2)
+    got = bench_results(os.path.join(out2, "lc7_ep_np4.json"), [], {"dispatch": []})
+    two = got.get("dispatch") or [{}]
+    s.record("bench LC=7: the two-hop dispatch at np=4 on two nodes of 2 (records forwarded "
+             "inside the node), its bytes to other nodes equal to its definition's",
+             rc == 0 and two[0].get("per_node") == 2 and len(two[0].get("across", [])) == 4,
+             tail(text), f"({took:.1f} s)")
+    tree = solutions_with_mutants(fresh("bench7_hd_expert_ranks_across"), "lc7_ep",
+                                  ["hd_expert_ranks_across"])
+    rc, text, took = run_bench(SMALL_NODES, os.path.join(tree, "out"), tree)
+    s.record("bench LC=7: a two-hop dispatch that sends a token to each expert rank of another "
+             "node (the mutant hd_expert_ranks_across) is reported and fails the run",
+             rc == 1 and re.search(r"ERROR: two-hop np 4 uniform: the ranks sent \[[\d, ]+\] "
+                                   r"bytes to other nodes; the two-hop dispatch's definition "
+                                   r"gives", text), tail(text), f"({took:.1f} s)")
     for patch, want in zip(MUTANTS, (r"ERROR: overlap np 2 uniform: rank \d+ 'y'",
                                      r"ERROR: overlap np 2 uniform: rank \d+ sent \d+ bytes "
                                      r"to itself")):
