@@ -8,6 +8,7 @@ blocks each rank computed (the lecture's kit logs them: their masks, the positio
 they covered, and the receives pending while they ran).
 """
 
+from lectures.lc6_cp.allgather import allgather_kv_backward, allgather_kv_forward
 from lectures.lc6_cp.flash import flash_attention_backward, flash_attention_forward
 from lectures.lc6_cp.ring import ring_attention_backward, ring_attention_forward
 from lectures.lc6_cp.softmax import (lse_merge, online_softmax, ring_online_softmax,
@@ -30,6 +31,7 @@ TESTS = [online_softmax, lse_merge, softmax_backward,
          ring_online_softmax,
          ring_attention_forward, ring_attention_backward,
          zigzag_attention_forward, zigzag_attention_backward,
+         allgather_kv_forward, allgather_kv_backward,
          ulysses_seq_to_heads, ulysses_heads_to_seq, ulysses_attention_forward,
          ulysses_attention_backward]
 
@@ -41,5 +43,6 @@ DEMOS = {"online_softmax": ["online and two-pass softmax agree: yes",
          "ring_online_softmax": ["every rank's y equals the single-process softmax: yes"],
          "ring_attention": ["matches one process: yes"],
          "zigzag_attention": ["matches one process: yes"],
+         "allgather_kv_attention": ["matches one process: yes"],
          "ulysses_attention": ["round trip gives every rank its input back: yes",
                                "o, the saved lse, dq, dk, dv agree with one process: yes"]}
