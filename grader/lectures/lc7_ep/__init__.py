@@ -12,6 +12,7 @@ from lectures.lc7_ep.gshard import gshard_backward, gshard_forward
 from lectures.lc7_ep.hierdispatch import hierarchical_moe_forward
 from lectures.lc7_ep.layer import moe_backward, moe_forward
 from lectures.lc7_ep.overlap import experts_exchange, moe_overlap_forward
+from lectures.lc7_ep.shared import shared_moe_backward, shared_moe_forward
 from lectures.lc7_ep.routing import (gate_bias_update, gate_sigmoid_forward, seq_balance_loss,
                                      topk_backward, topk_forward)
 from lectures.lc7_ep.events import ExpertCall
@@ -31,6 +32,7 @@ TESTS = [topk_forward, topk_backward,
          moe_forward, moe_backward,
          gshard_forward, gshard_backward,
          hierarchical_moe_forward,
+         shared_moe_forward, shared_moe_backward,
          experts_exchange,
          moe_overlap_forward]
 
@@ -44,5 +46,6 @@ DEMOS = {"topk_gradient": ["dlogits equals the dense softmax's gradient through 
          "moe_backward": ["gradients agree with finite differences: yes"],
          "gshard": ["y, dx, dwr and dexperts: matches one process: yes"],
          "hierarchical_dispatch": ["y matches the layer on one process: yes"],
+         "moe_shared_expert": ["y matches the layer on one process: yes"],
          "all2all_async": ["every row's output matches one process: yes"],
          "moe_overlap": ["y matches one process: yes"]}
