@@ -10,6 +10,7 @@ they covered, and the receives pending while they ran).
 
 from lectures.lc6_cp.allgather import allgather_kv_backward, allgather_kv_forward
 from lectures.lc6_cp.flash import flash_attention_backward, flash_attention_forward
+from lectures.lc6_cp.gradsync import cp_train
 from lectures.lc6_cp.ring import ring_attention_backward, ring_attention_forward
 from lectures.lc6_cp.softmax import (lse_merge, online_softmax, ring_online_softmax,
                                      softmax_backward)
@@ -32,6 +33,7 @@ TESTS = [online_softmax, lse_merge, softmax_backward,
          ring_attention_forward, ring_attention_backward,
          zigzag_attention_forward, zigzag_attention_backward,
          allgather_kv_forward, allgather_kv_backward,
+         cp_train,
          ulysses_seq_to_heads, ulysses_heads_to_seq, ulysses_attention_forward,
          ulysses_attention_backward]
 
@@ -44,5 +46,6 @@ DEMOS = {"online_softmax": ["online and two-pass softmax agree: yes",
          "ring_attention": ["matches one process: yes"],
          "zigzag_attention": ["matches one process: yes"],
          "allgather_kv_attention": ["matches one process: yes"],
+         "cp_grad_sync": ["every rank holds the same weights: yes"],
          "ulysses_attention": ["round trip gives every rank its input back: yes",
                                "o, the saved lse, dq, dk, dv agree with one process: yes"]}
