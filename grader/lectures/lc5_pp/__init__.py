@@ -16,6 +16,7 @@ from lectures.lc5_pp.onefb import pp_1f1b_step
 from lectures.lc5_pp.parallel_3d import parallel_3d_step
 from lectures.lc5_pp.schedule import demo_timeline
 from lectures.lc5_pp.schedules import pp_gpipe_step
+from lectures.lc5_pp.tied import tied_embedding_group, tied_pp_step
 from lectures.lc5_pp.zero_bubble import pp_zero_bubble_step
 from lectures.lc5_pp.events import StageCall
 
@@ -33,7 +34,7 @@ KIT_EVENTS = [StageCall]
 
 TESTS = [checkpoint_step, pp_layers, pp_basic_step, pp_gpipe_step, pp_1f1b_step,
          pp_interleaved_step, interleaved_refuses_m, pp_zero_bubble_step, pp_dualpipe_step,
-         pp_dualpipe_refuses, parallel_3d_step]
+         pp_dualpipe_refuses, parallel_3d_step, tied_embedding_group, tied_pp_step]
 
 DEMOS = {"checkpoint": ["gradients agree with one process: yes"],
          "pp_basic": ["gradients agree with one process: yes"],
@@ -42,6 +43,8 @@ DEMOS = {"checkpoint": ["gradients agree with one process: yes"],
          "pp_interleaved": ["gradients agree with one process: yes"],
          "pp_zero_bubble": ["gradients agree with one process: yes"],
          "pp_dualpipe": ["gradients agree with one process: yes"],
-         "parallel_3d": ["every rank's shard agree with one process: yes"]}
+         "parallel_3d": ["every rank's shard agree with one process: yes"],
+         "pp_tied_embedding": ["the two copies of the tied matrix bit-identical after every "
+                               "step: yes"]}
 
 DEMO_AFTER = demo_timeline

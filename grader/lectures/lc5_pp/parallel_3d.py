@@ -148,9 +148,22 @@ def p3d_inputs(case, rng):
 _TRAINED = {}
 
 
+def tie(case, g):
+    """A tied model's gradient (case "tied"): the embedding's and the head's summed, the sum
+    given to both, as one matrix used twice (E and E^T)."""
+    if not case.params.get("tied"):
+        return g
+    views = model_of(case).views(g)
+    total = views["embed"] + views["head"].T
+    views["embed"][...] = total
+    views["head"][...] = total.T
+    return g
+
+
 def trained(case, inputs):
     """(losses per step, the whole gradient of step 1, the whole parameters after the last
-    step), float64: one process, the whole batch, AdamW. Kept per inputs."""
+    step, the embedding after each step), float64: one process, the whole batch, AdamW; a
+    tied model's (case "tied") with its head the embedding's transpose. Kept per inputs."""
     key = id(inputs)
     if key in _TRAINED and _TRAINED[key][0] is inputs:
         return _TRAINED[key][1]
@@ -159,22 +172,24 @@ def trained(case, inputs):
     w = inputs["w0"].astype(np.float64)
     mom, vel = np.zeros_like(w), np.zeros_like(w)
     per = case["seqs"] * case["T"]
-    losses, first = [], None
+    losses, first, embeds = [], None, []
     for s in range(case["steps"]):
         tok = inputs["tokens"][s * per:(s + 1) * per]
         tgt = inputs["targets"][s * per:(s + 1) * per]
         loss, g = m.loss_and_grads(w, tok, tgt, case["seqs"], case["T"])
+        g = tie(case, g)
         losses.append(loss)
         first = g if first is None else first
         w, mom, vel = nn.adam_update(w, g, mom, vel, s + 1, hp)
+        embeds.append(m.views(w)["embed"].copy())
     if len(_TRAINED) > 16:
         _TRAINED.clear()
-    _TRAINED[key] = (inputs, (losses, first, w))
+    _TRAINED[key] = (inputs, (losses, first, w, embeds))
     return _TRAINED[key][1]
 
 
 def p3d_reference(case, inputs):
-    losses, g1, w = trained(case, inputs)
+    losses, g1, w, _ = trained(case, inputs)
     m = model_of(case)
     grads, params = m.views(g1), m.views(w)
     _, pp, _ = mesh(case)
@@ -198,7 +213,7 @@ def p3d_tolerance(case, inputs, name, rank):
         return LOSS_TOLERANCE
     if name == "params":
         return PARAM_TOLERANCE
-    _, g1, _ = trained(case, inputs)
+    _, g1, _, _ = trained(case, inputs)
     grads = model_of(case).views(g1)
     bound = []
     for t in tensors(case, rank):
