@@ -6,18 +6,51 @@
  */
 #include <stdio.h>
 
+/*
+ * Ranks a node from the launch (make bench LC=7 without --per-node: ranks_per_node 0): the
+ * fewest ranks that share a node's memory (MPI_Comm_split_type), where they are fewer than np
+ * and every node's ranks are consecutive (*how 1); otherwise virtual nodes, two of np/2 when
+ * np is even, else one rank a node (*how 0, or 2 when the launch placed a node's ranks apart).
+ */
+static int driver_launch_nodes(MPI_Comm comm, int *how)
+{
+    int rank, np, here, fewest, leader;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &np);
+    MPI_Comm shared;
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared);
+    MPI_Comm_size(shared, &here);
+    MPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shared);
+    MPI_Comm_free(&shared);
+    MPI_Allreduce(&here, &fewest, 1, MPI_INT, MPI_MIN, comm);
+    int apart = fewest < np && leader != rank / fewest * fewest, any = 0;
+    MPI_Allreduce(&apart, &any, 1, MPI_INT, MPI_LOR, comm);
+    if (fewest < np && np % fewest == 0 && !any) {
+        *how = 1;
+        return fewest;
+    }
+    *how = fewest < np ? 2 : 0;
+    return np % 2 == 0 ? np / 2 : 1;
+}
+
 static void run_case(xt_case *c)
 {
     MPI_Comm comm = xt_case_comm(c);
     ep_layer l = ep_layer_read(c);
-    int np;
+    int np, how = -1;
     MPI_Comm_size(comm, &np);
     XT_CHECK(l.renorm == 0 && l.cf == 0.0f && l.n_experts == l.E / np,
              "hierarchical_dispatch cases: renorm 0, dropless, each rank's E/np experts");
+    int L = (int)xt_case_int(c, "ranks_per_node");
+    if (L == 0) { /* the bench's: the launch's nodes, and which they were */
+        int *nodes = xt_case_alloc(c, "nodes", 2, XT_I32);
+        L = driver_launch_nodes(comm, &how);
+        nodes[0] = L, nodes[1] = how;
+        xt_case_output(c, "nodes", nodes, XT_I32, 2);
+    }
     long n = (long)l.T * l.d;
     float *y = xt_case_alloc(c, "y", n, XT_F32);
-    hierarchical_moe_forward(y, l.x, l.wr, l.experts, l.T, l.d, l.E, l.ff, l.k,
-                             (int)xt_case_int(c, "ranks_per_node"), comm);
+    hierarchical_moe_forward(y, l.x, l.wr, l.experts, l.T, l.d, l.E, l.ff, l.k, L, comm);
     xt_case_output(c, "y", y, XT_F32, n);
 }
 
