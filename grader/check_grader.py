@@ -518,15 +518,16 @@ def test_shared_refusals(s):
                 set(verdicts.values()) != {"OK"}:
             problems.append(f"verdicts {verdicts}: pp_dualpipe_refuses WRONG, the rest OK "
                             f"expected")
-        # Alone: one launch per exercise (8), pp_interleaved's three refusal cases one
-        # each, pp_dualpipe's first (WRONG: grading stops there) one. Shared: the first
-        # launch ends in pp_interleaved's first refusal case (rank 0 refused, the others
-        # wait for it); pp_interleaved then 1 + 3 alone; the three exercises after it
-        # share a second, which pp_dualpipe's step that never refuses ends in a hang at
-        # np = 3; pp_dualpipe then 1 + 1 alone, and parallel_3d, left on its own, 1.
+        # Alone: one launch per exercise, pp_interleaved's three refusal cases one each,
+        # pp_dualpipe's first (WRONG: grading stops there) one. Shared: the first launch
+        # ends in pp_interleaved's first refusal case (rank 0 refused, the others wait for
+        # it); pp_interleaved then 1 + 3 alone; the three exercises after it share a second,
+        # which pp_dualpipe's step that never refuses ends in a hang at np = 3; pp_dualpipe
+        # then 1 + 1 alone, and the exercises after it, left on their own, 1.
+        want = [len(lectures.exercises(lec)) + 4, 9]
         counts = [d["profile"]["launch"]["count"] for d in (alone, shared)]
-        if counts != [12, 9]:
-            problems.append(f"launches alone, shared: {counts}, expected [12, 9]")
+        if counts != want:
+            problems.append(f"launches alone, shared: {counts}, expected {want}")
     s.record("refusal cases in a resident launch: refused on every rank there; a refusal on "
              "rank 0 alone (the shared launch ends on its watchdog) and a step that never "
              "refuses get the report one launch per exercise gives", not problems, problems)

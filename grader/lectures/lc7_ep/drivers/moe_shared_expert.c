@@ -64,13 +64,15 @@ static void demo(MPI_Comm comm)
     xt_expert_call calls[16];
     long n = xt_expert_log(calls, before, 16);
     char line[200];
-    int at = snprintf(line, sizeof line, "forward:");
+    int at = snprintf(line, sizeof line, "forward calls:");
     for (long i = 0; i < n - before && i < 16; i++)
-        at += snprintf(line + at, sizeof line - (size_t)at, " %s%d(%d tok%s)",
+        at += snprintf(line + at, sizeof line - (size_t)at, " %s%d:%d%s",
                        calls[i].expert >= E ? "S" : "e",
                        calls[i].expert >= E ? calls[i].expert - E : calls[i].expert,
-                       calls[i].tokens, calls[i].pending ? ", under the dispatch" : "");
+                       calls[i].tokens, calls[i].pending ? "*" : "");
     xt_printf_ordered(comm, "%s\n", line);
+    xt_printf_root(comm, "(S: a shared expert, e: a routed one; :tokens; * with the dispatch in "
+                         "flight)\n");
 
     /* y against one process: each token through both shared experts and its k routed. */
     float logits[T * E], probs[T * E], w[T * K];
