@@ -200,26 +200,29 @@ void xt_mesh_print(const xt_mesh *m);
  * pp_lm is the model and its batch: seqs sequences of T tokens a step in M micro-batches.
  * pp_lm_size: the whole model's floats (embedding, blocks, final norm, head). pp_lm_stage:
  * this rank's xt_tp_stage of the whole parameters `full`, the blocks of its pp coordinate
- * (the first layers % pp stages one block more) over its tp group. pp_lm_single_step: one
+ * (the first layers % pp stages one block more), tensor-parallel over `tp` (the mesh's tp
+ * group, xt_mesh_group(mesh, "tp")). pp_lm_single_step: one
  * process's AdamW step on the whole batch from libxt's single-process pieces (the demos'
  * yardstick), g the whole gradient; tied: the head is the embedding's transpose, their
  * gradients summed and the same update applied to both. Returns the mean loss.
  * pp_lm_case_read reads a case's model ("vocab", "layers", "d", "hq", "hkv", "hd", "ff",
- * "seqs", "T", "M"), "steps", AdamW's "lr" and "wd", every step's "tokens" and "targets",
- * and builds the "mesh" and this rank's stage from "w0"; pp_lm_case_free frees them.
+ * "seqs", "T", "M"), "steps", AdamW's "lr" and "wd", the whole initial parameters "w0",
+ * every step's "tokens" and "targets", and builds the "mesh"; the driver then makes `stage`
+ * with pp_lm_stage; pp_lm_case_free frees the stage and the mesh.
  */
 typedef struct {
     int vocab, layers, seqs, T, M;
     xt_decoder_shape shape;
 } pp_lm;
 long pp_lm_size(const pp_lm *m);
-xt_tp_stage *pp_lm_stage(const pp_lm *m, const float *full, const xt_mesh *mesh);
+xt_tp_stage *pp_lm_stage(const pp_lm *m, const float *full, const xt_mesh *mesh, MPI_Comm tp);
 float pp_lm_single_step(const pp_lm *m, int tied, float *w, float *g, float *mom, float *vel,
                         long step, const int *tokens, const int *targets, const xt_adam *h);
 typedef struct {
     pp_lm model;
     int steps;
     xt_adam adam;
+    const float *w0;
     const int *tokens, *targets;
     xt_mesh mesh;
     xt_tp_stage *stage;

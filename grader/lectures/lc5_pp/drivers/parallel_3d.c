@@ -15,6 +15,7 @@ static void run_case(xt_case *c)
 {
     pp_lm_case lm;
     pp_lm_case_read(c, &lm);
+    lm.stage = pp_lm_stage(&lm.model, lm.w0, &lm.mesh, xt_mesh_group(&lm.mesh, "tp"));
     const pp_lm *m = &lm.model;
     int first = xt_tp_stage_is_first(lm.stage), last = xt_tp_stage_is_last(lm.stage);
     for (int s = 0; s < lm.steps; s++) {
@@ -69,7 +70,7 @@ static void demo(MPI_Comm comm)
         targets[i] = (tokens[i] * 5 + 3) % m.vocab; /* a rule worth learning */
     }
     xt_adam h = {0.05f, 0.9f, 0.95f, 1e-3f, 0.01f};
-    xt_tp_stage *stage = pp_lm_stage(&m, w0, &mesh);
+    xt_tp_stage *stage = pp_lm_stage(&m, w0, &mesh, xt_mesh_group(&mesh, "tp"));
     xt_printf_root(comm,
                    "decoder: vocab %d, d %d, %d blocks, %d/%d heads, ff %d; %d sequences "
                    "of %d\ntokens a step, %d micro-batches per data share\n",
@@ -95,7 +96,7 @@ static void demo(MPI_Comm comm)
                        (double)shown, (double)one, fabs((double)shown - one));
     }
     /* Every rank's shard against the same shard of the single process's parameters. */
-    xt_tp_stage *twin = pp_lm_stage(&m, w, &mesh);
+    xt_tp_stage *twin = pp_lm_stage(&m, w, &mesh, xt_mesh_group(&mesh, "tp"));
     const float *a = xt_tp_stage_params(stage), *b = xt_tp_stage_params(twin);
     double err = 0;
     for (long i = 0; i < xt_tp_stage_nparams(stage); i++)

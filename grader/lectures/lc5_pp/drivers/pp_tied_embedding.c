@@ -34,6 +34,7 @@ static void run_case(xt_case *c)
 {
     pp_lm_case lm;
     pp_lm_case_read(c, &lm);
+    lm.stage = pp_lm_stage(&lm.model, lm.w0, &lm.mesh, xt_mesh_group(&lm.mesh, "tp"));
     const pp_lm *m = &lm.model;
     MPI_Comm group = tied_embedding_group(&lm.mesh);
     if (xt_case_is(c, "tied_embedding_group")) {
@@ -118,7 +119,7 @@ static void demo(MPI_Comm comm)
         targets[i] = (tokens[i] * 5 + 3) % m.vocab;
     }
     xt_adam h = {0.05f, 0.9f, 0.95f, 1e-3f, 0.01f};
-    xt_tp_stage *stage = pp_lm_stage(&m, w0, &mesh);
+    xt_tp_stage *stage = pp_lm_stage(&m, w0, &mesh, xt_mesh_group(&mesh, "tp"));
     MPI_Comm group = tied_embedding_group(&mesh);
     int members = 0;
     if (group != MPI_COMM_NULL)

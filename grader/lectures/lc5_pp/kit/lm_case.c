@@ -16,12 +16,11 @@ long pp_lm_size(const pp_lm *m)
            m->shape.d;
 }
 
-xt_tp_stage *pp_lm_stage(const pp_lm *m, const float *full, const xt_mesh *mesh)
+xt_tp_stage *pp_lm_stage(const pp_lm *m, const float *full, const xt_mesh *mesh, MPI_Comm tp)
 {
     int first, count;
     xt_block(m->layers, xt_mesh_size(mesh, "pp"), xt_mesh_coord(mesh, "pp"), &first, &count);
-    return xt_tp_stage_new(&m->shape, m->vocab, m->layers, full, first, count,
-                           xt_mesh_group(mesh, "tp"), 0);
+    return xt_tp_stage_new(&m->shape, m->vocab, m->layers, full, first, count, tp, 0);
 }
 
 float pp_lm_single_step(const pp_lm *m, int tied, float *w, float *g, float *mom, float *vel,
@@ -78,14 +77,16 @@ void pp_lm_case_read(xt_case *c, pp_lm_case *lm)
     xt_array tokens = xt_case_input_const(c, "tokens"), targets = xt_case_input_const(c, "targets");
     long size = pp_lm_size(&lm->model);
     XT_CHECK(w0.count == size, "the case's w0 holds %ld floats, the model %ld", w0.count, size);
+    lm->w0 = w0.data;
     lm->tokens = tokens.data;
     lm->targets = targets.data;
+    lm->stage = NULL;
     xt_mesh_init(&lm->mesh, xt_case_str(c, "mesh"), xt_case_comm(c));
-    lm->stage = pp_lm_stage(&lm->model, w0.data, &lm->mesh);
 }
 
 void pp_lm_case_free(pp_lm_case *lm)
 {
-    xt_tp_stage_free(lm->stage);
+    if (lm->stage)
+        xt_tp_stage_free(lm->stage);
     xt_mesh_free(&lm->mesh);
 }
