@@ -6,7 +6,8 @@ pipeline.
 
 The reference is parallel_3d's (one process, the whole batch, AdamW, float64) on the tied
 model: after each backward the embedding's and the head's gradients summed and given to
-both (parallel_3d.tie), so that the head stays E^T. The inputs are parallel_3d's with the
+both (parallel_3d.tie), so that the head stays E^T; tie is checked against central
+differences of the tied model's loss as a function of E when this module loads. The inputs are parallel_3d's with the
 head of w0 set to E^T.
 
 tied_embedding_group: every rank's group members, as case ranks, against the mesh's first
@@ -27,13 +28,15 @@ none otherwise.
 
 import numpy as np
 
-from spec import hinted, test
-from lectures.lc4_tp.model import PARAM_TOLERANCE
+import nn
+from spec import Case, hinted, test
+from lectures.lc4_tp.model import PARAM_TOLERANCE, initial_weights
 from lectures.lc4_tp.tp import block
 from lectures.lc5_pp.parallel_3d import (description, coords, dp_allreduces, group_of, mesh,
                                          messages_on_pp, model_of, p3d_facets, p3d_inputs,
                                          p3d_label, p3d_locator, p3d_reference, p3d_tolerance,
-                                         rank_of, replicas_agree, tp_allreduces, trained, where)
+                                         rank_of, replicas_agree, tie, tp_allreduces, trained,
+                                         where)
 
 STEPS = 2
 
@@ -43,6 +46,35 @@ STEPS = 2
 MESHES = [((1, 1, 1), 2, 2, 1, 11), ((1, 2, 1), 2, 2, 1, 12), ((2, 2, 1), 3, 2, 1, 11),
           ((1, 3, 1), 3, 3, 1, 12), ((1, 2, 2), 2, 2, 1, 11), ((2, 1, 2), 2, 2, 1, 12),
           ((1, 4, 1), 4, 2, 1, 11)]
+
+
+def _check_tie():
+    """parallel_3d.tie against central differences, at import: a small decoder whose head is
+    its embedding's transpose, its loss as a function of the one matrix E; tie's embedding
+    gradient must be that function's."""
+    params = {"vocab": 5, "d": 4, "layers": 1, "hq": 2, "hkv": 1, "hd": 2, "ff": 6, "tied": 1}
+    case = Case(None, 1, params)
+    m = model_of(case)
+    rng = np.random.default_rng(11)
+    w = initial_weights(m, rng).astype(np.float64)
+    tokens, targets = rng.integers(0, 5, 6), rng.integers(0, 5, 6)
+    E = m.views(w)["embed"].copy()
+
+    def loss():
+        tied = w.copy()
+        views = m.views(tied)
+        views["embed"][...], views["head"][...] = E, E.T
+        return m.loss_and_grads(tied, tokens, targets, 2, 3)[0]
+
+    views = m.views(w)
+    views["head"][...] = E.T
+    g = tie(case, m.loss_and_grads(w, tokens, targets, 2, 3)[1])
+    num = nn.numeric_gradients(loss, [E])[0]
+    err = float(np.abs(num - m.views(g)["embed"]).max())
+    assert err < 1e-6 * (1 + float(np.abs(num).max())), f"tie: dE off by {err:.1e}"
+
+
+_check_tie()
 
 
 def cases(rng):
