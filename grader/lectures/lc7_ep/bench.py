@@ -389,6 +389,24 @@ def print_tables(rows, cores):
                          slashed([v * 1e3 for v in r["rank_experts"]], "{:.1f}")))
 
 
+def keep(outcome, name, binaries, rows, skipped, failures):
+    """One measurement's (row, errors, skipped) into the run's lists: a program that is not
+    there (or not written) skipped for the rest of the run, errors printed and counted, the
+    row kept and its time printed. Returns the row (or None)."""
+    row, errors, why = outcome
+    if why:
+        skipped.append(why)
+        binaries[name] = None
+        return None
+    failures += errors
+    for e in errors:
+        print(f"ERROR: {e}")
+    if row:
+        rows.append(row)
+        print(f"# {name} np {row['np']} {row['routing']}: {ms(row['best'])} ms", flush=True)
+    return row
+
+
 def run_dispatch(names, nps, routings, rounds, warmup, args, tree, env, skipped, failures):
     """The dispatch programs at every np of two nodes or more: their rows."""
     rows, binaries = [], {}
@@ -410,19 +428,11 @@ def run_dispatch(names, nps, routings, rounds, warmup, args, tree, env, skipped,
                 case = dispatch_case(n, args, routing, L, DISPATCH[name][1])
                 inputs, want = layer_of(case, args)
                 work = os.path.join(args.out, "lc7_work", f"{name}_np{n}_{routing}")
-                row, errors, why = measure_dispatch(name, case, inputs, want, rounds, warmup,
-                                                    args, binaries[name], work, env)
-                if why:
-                    skipped.append(why)
-                    binaries[name] = None
-                    continue
-                failures += errors
-                for e in errors:
-                    print(f"ERROR: {e}")
+                row = keep(measure_dispatch(name, case, inputs, want, rounds, warmup, args,
+                                            binaries[name], work, env),
+                           name, binaries, rows, skipped, failures)
                 if row:
-                    rows.append(row)
                     L = row["per_node"]  # GShard's bytes across the same nodes
-                    print(f"# {name} np {n} {routing}: {ms(row['best'])} ms", flush=True)
     return rows
 
 
@@ -485,18 +495,8 @@ def run(args):
                 if binaries[name] is None:
                     continue
                 work = os.path.join(out, "lc7_work", f"{name}_np{n}_{routing}")
-                row, errors, why = measure(name, case, inputs, want, rounds, warmup, args,
-                                           binaries[name], work, env)
-                if why:
-                    skipped.append(why)
-                    binaries[name] = None
-                    continue
-                failures += errors
-                for e in errors:
-                    print(f"ERROR: {e}")
-                if row:
-                    results.append(row)
-                    print(f"# {name} np {n} {routing}: {ms(row['best'])} ms", flush=True)
+                keep(measure(name, case, inputs, want, rounds, warmup, args, binaries[name],
+                             work, env), name, binaries, results, skipped, failures)
     dispatch_rows = run_dispatch(dispatch, nps, routings, rounds, warmup, args, tree, env,
                                  skipped, failures)
     print_tables(results, trun.cores)
