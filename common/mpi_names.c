@@ -2,7 +2,7 @@
  * mpi_names.c: the MPI functions libxt wraps (XTI_FUNCTIONS in
  * xt_internal.h), with their names and kinds as the grader's files spell
  * them, and the kinds of communicator a call can be made on (the case's, the
- * world, self, a group libxt named, any other).
+ * world, self, a group libxt named, any other); and the launch's nodes.
  */
 #include "xt_internal.h"
 
@@ -116,4 +116,19 @@ int xti_world_rank(MPI_Comm comm, int rank)
     }
     PMPI_Group_free(&group);
     return world == MPI_UNDEFINED ? -1 : world;
+}
+
+int xt_launch_nodes(MPI_Comm comm, int *per_node, int *leader)
+{
+    int rank, here, apart, any;
+    MPI_Comm shared;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared);
+    PMPI_Comm_size(shared, &here);
+    PMPI_Allreduce(&rank, leader, 1, MPI_INT, MPI_MIN, shared);
+    PMPI_Comm_free(&shared);
+    PMPI_Allreduce(&here, per_node, 1, MPI_INT, MPI_MIN, comm);
+    apart = *leader != rank / *per_node * *per_node;
+    PMPI_Allreduce(&apart, &any, 1, MPI_INT, MPI_LOR, comm);
+    return !any;
 }

@@ -98,6 +98,15 @@ int xt_demo_sum_holds(MPI_Comm comm, const int *x, int count);
  */
 long xt_mpi_calls(const char *fn);
 
+/*
+ * The launch's nodes as comm sees them (collective over comm, through PMPI, so that no
+ * program's counters see it): *per_node the fewest ranks of comm that share a node's memory
+ * (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED; np on one machine), *leader the lowest rank of
+ * comm on this rank's node. Returns 1 when every node's ranks are consecutive in comm, node
+ * after node (rank / *per_node is the node), 0 when the launch placed them apart.
+ */
+int xt_launch_nodes(MPI_Comm comm, int *per_node, int *leader);
+
 /* Formats up to `cap` bytes of "[v0 v1 ...]"; long buffers are elided in the middle. */
 void xt_format_buffer(char *out, size_t cap, const void *buf, int count, MPI_Datatype dt);
 

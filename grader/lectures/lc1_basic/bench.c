@@ -571,20 +571,13 @@ static void measure_limit(bench *b, long bytes, int rounds)
  */
 static int nodes_of(bench *b, int given)
 {
-    MPI_Comm shared;
-    PMPI_Comm_split_type(b->comm, MPI_COMM_TYPE_SHARED, b->rank, MPI_INFO_NULL, &shared);
-    int here, fewest, leader;
-    PMPI_Comm_size(shared, &here);
-    PMPI_Allreduce(&b->rank, &leader, 1, MPI_INT, MPI_MIN, shared);
-    PMPI_Comm_free(&shared);
-    PMPI_Allreduce(&here, &fewest, 1, MPI_INT, MPI_MIN, b->comm);
+    int fewest, leader, consecutive = xt_launch_nodes(b->comm, &fewest, &leader);
     int L = given > 0 ? given : fewest < b->np ? fewest : b->np % 2 == 0 ? b->np / 2 : 1;
     if (L < 1 || b->np % L != 0)
         xt_die("--per-node %d: np = %d is not a whole number of nodes of it", L, b->np);
     /* A launch that places ranks round-robin (--map-by node) leaves a node's ranks apart:
      * renumber them node by node, as the algorithm's nodes are consecutive ranks. */
-    int apart = given == 0 && fewest < b->np && leader != b->rank / L * L, any = 0;
-    PMPI_Allreduce(&apart, &any, 1, MPI_INT, MPI_LOR, b->comm);
+    int any = given == 0 && fewest < b->np && !consecutive;
     if (any) {
         MPI_Comm node_major;
         PMPI_Comm_split(b->comm, 0, leader * b->np + b->rank, &node_major);

@@ -14,18 +14,9 @@
  */
 static int driver_launch_nodes(MPI_Comm comm, int *how)
 {
-    int rank, np, here, fewest, leader;
-    MPI_Comm_rank(comm, &rank);
+    int np, fewest, leader, consecutive = xt_launch_nodes(comm, &fewest, &leader);
     MPI_Comm_size(comm, &np);
-    MPI_Comm shared;
-    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared);
-    MPI_Comm_size(shared, &here);
-    MPI_Allreduce(&rank, &leader, 1, MPI_INT, MPI_MIN, shared);
-    MPI_Comm_free(&shared);
-    MPI_Allreduce(&here, &fewest, 1, MPI_INT, MPI_MIN, comm);
-    int apart = fewest < np && leader != rank / fewest * fewest, any = 0;
-    MPI_Allreduce(&apart, &any, 1, MPI_INT, MPI_LOR, comm);
-    if (fewest < np && np % fewest == 0 && !any) {
+    if (fewest < np && np % fewest == 0 && consecutive) {
         *how = 1;
         return fewest;
     }
