@@ -208,7 +208,7 @@ void xt_mesh_print(const xt_mesh *m);
  * pp_lm_case_read reads a case's model ("vocab", "layers", "d", "hq", "hkv", "hd", "ff",
  * "seqs", "T", "M"), "steps", AdamW's "lr" and "wd", the whole initial parameters "w0",
  * every step's "tokens" and "targets", and builds the "mesh"; the driver then makes `stage`
- * with pp_lm_stage; pp_lm_case_free frees the stage and the mesh.
+ * with pp_lm_stage.
  */
 typedef struct {
     int vocab, layers, seqs, T, M;
@@ -228,7 +228,15 @@ typedef struct {
     xt_tp_stage *stage;
 } pp_lm_case;
 void pp_lm_case_read(xt_case *c, pp_lm_case *lm);
-void pp_lm_case_free(pp_lm_case *lm);
+/* Step s's (from 0) tokens on the first stage, targets on the last; NULL elsewhere. */
+const int *pp_lm_case_tokens(const pp_lm_case *lm, int s);
+const int *pp_lm_case_targets(const pp_lm_case *lm, int s);
+/* After step s: writes its loss on the last stage ("step<s+1>_loss"), and after the first the
+ * stage's gradients ("grads"). */
+void pp_lm_case_stepped(xt_case *c, const pp_lm_case *lm, int s, float loss);
+/* Writes the stage's parameters ("params") when params is nonzero; frees the stage and the
+ * mesh. */
+void pp_lm_case_free(xt_case *c, pp_lm_case *lm, int params);
 
 /* ------------------------------------------------ the cases and the demo */
 

@@ -17,22 +17,12 @@ static void run_case(xt_case *c)
     pp_lm_case_read(c, &lm);
     lm.stage = pp_lm_stage(&lm.model, lm.w0, &lm.mesh, xt_mesh_group(&lm.mesh, "tp"));
     const pp_lm *m = &lm.model;
-    int first = xt_tp_stage_is_first(lm.stage), last = xt_tp_stage_is_last(lm.stage);
-    for (int s = 0; s < lm.steps; s++) {
-        long at = (long)s * m->seqs * m->T;
-        float loss = parallel_3d_step(lm.stage, &lm.mesh, first ? lm.tokens + at : NULL,
-                                      last ? lm.targets + at : NULL, m->seqs, m->T, m->M, &lm.adam);
-        char name[24];
-        snprintf(name, sizeof name, "step%d_loss", s + 1);
-        if (last)
-            xt_case_output(c, name, &loss, XT_F32, 1);
-        if (s == 0)
-            xt_case_output(c, "grads", xt_tp_stage_grads(lm.stage), XT_F32,
-                           xt_tp_stage_nparams(lm.stage));
-    }
-    xt_case_output(c, "params", xt_tp_stage_params(lm.stage), XT_F32,
-                   xt_tp_stage_nparams(lm.stage));
-    pp_lm_case_free(&lm);
+    for (int s = 0; s < lm.steps; s++)
+        pp_lm_case_stepped(c, &lm, s,
+                           parallel_3d_step(lm.stage, &lm.mesh, pp_lm_case_tokens(&lm, s),
+                                            pp_lm_case_targets(&lm, s), m->seqs, m->T, m->M,
+                                            &lm.adam));
+    pp_lm_case_free(c, &lm, 1);
 }
 
 /* ------------------------------------------------------------------- the demo */

@@ -57,31 +57,23 @@ static void run_case(xt_case *c)
         int first = xt_tp_stage_is_first(lm.stage), last = xt_tp_stage_is_last(lm.stage);
         float *copy = xt_malloc(sizeof(float) * (size_t)vl * (size_t)m->shape.d);
         for (int s = 0; s < lm.steps; s++) {
-            long at = (long)s * m->seqs * m->T;
             float loss =
-                tied_pp_step(lm.stage, &lm.mesh, group, first ? lm.tokens + at : NULL,
-                             last ? lm.targets + at : NULL, vl, m->seqs, m->T, m->M, &lm.adam);
-            char name[24];
-            snprintf(name, sizeof name, "step%d_loss", s + 1);
-            if (last)
-                xt_case_output(c, name, &loss, XT_F32, 1);
-            if (s == 0)
-                xt_case_output(c, "grads", xt_tp_stage_grads(lm.stage), XT_F32,
-                               xt_tp_stage_nparams(lm.stage));
+                tied_pp_step(lm.stage, &lm.mesh, group, pp_lm_case_tokens(&lm, s),
+                             pp_lm_case_targets(&lm, s), vl, m->seqs, m->T, m->M, &lm.adam);
+            pp_lm_case_stepped(c, &lm, s, loss);
             for (int end = 0; end < 2; end++)
                 if (end ? last : first) {
+                    char name[24];
                     driver_tied_copy(lm.stage, vl, end, copy);
                     snprintf(name, sizeof name, "%s%d", end ? "head" : "embed", s + 1);
                     xt_case_output(c, name, copy, XT_F32, (long)vl * m->shape.d);
                 }
         }
-        xt_case_output(c, "params", xt_tp_stage_params(lm.stage), XT_F32,
-                       xt_tp_stage_nparams(lm.stage));
         free(copy);
     }
     if (group != MPI_COMM_NULL)
         MPI_Comm_free(&group);
-    pp_lm_case_free(&lm);
+    pp_lm_case_free(c, &lm, !xt_case_is(c, "tied_embedding_group"));
 }
 
 /*

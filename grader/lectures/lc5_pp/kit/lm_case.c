@@ -7,6 +7,7 @@
  */
 #include "kit.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,8 +85,34 @@ void pp_lm_case_read(xt_case *c, pp_lm_case *lm)
     xt_mesh_init(&lm->mesh, xt_case_str(c, "mesh"), xt_case_comm(c));
 }
 
-void pp_lm_case_free(pp_lm_case *lm)
+const int *pp_lm_case_tokens(const pp_lm_case *lm, int s)
 {
+    return xt_tp_stage_is_first(lm->stage) ? lm->tokens + (long)s * lm->model.seqs * lm->model.T
+                                           : NULL;
+}
+
+const int *pp_lm_case_targets(const pp_lm_case *lm, int s)
+{
+    return xt_tp_stage_is_last(lm->stage) ? lm->targets + (long)s * lm->model.seqs * lm->model.T
+                                          : NULL;
+}
+
+void pp_lm_case_stepped(xt_case *c, const pp_lm_case *lm, int s, float loss)
+{
+    char name[24];
+    snprintf(name, sizeof name, "step%d_loss", s + 1);
+    if (xt_tp_stage_is_last(lm->stage))
+        xt_case_output(c, name, &loss, XT_F32, 1);
+    if (s == 0)
+        xt_case_output(c, "grads", xt_tp_stage_grads(lm->stage), XT_F32,
+                       xt_tp_stage_nparams(lm->stage));
+}
+
+void pp_lm_case_free(xt_case *c, pp_lm_case *lm, int params)
+{
+    if (lm->stage && params)
+        xt_case_output(c, "params", xt_tp_stage_params(lm->stage), XT_F32,
+                       xt_tp_stage_nparams(lm->stage));
     if (lm->stage)
         xt_tp_stage_free(lm->stage);
     xt_mesh_free(&lm->mesh);
