@@ -70,6 +70,16 @@ typedef struct {
 } xt_expert_call;
 long xt_expert_log(xt_expert_call *out, long from, long max);
 
+/*
+ * For a demo (kit/moe.c): whether this rank's y (T x d) is the layer on one process, computed
+ * here token by token with the bank: x's routing (x Wr, xt_topk_route, renorm 0) over all E
+ * experts (`all`: E blocks of parameters, then s shared experts' blocks, the bank's E ..
+ * E+s-1, added with weight 1). Collective: rank 0 prints "y matches the layer on one
+ * process: yes" (or NO) with the largest difference over comm's ranks, which it returns.
+ */
+double ep_demo_check(MPI_Comm comm, const float *y, const float *x, const float *wr,
+                     const float *all, int T, int d, int E, int ff, int k, int s);
+
 /* ------------------------------------------------------ the layer's case */
 
 /*

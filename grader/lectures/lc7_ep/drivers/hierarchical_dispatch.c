@@ -91,25 +91,7 @@ static void demo(MPI_Comm comm)
     xt_printf_ordered(comm, "node %d: %ld records across (%ld B), GShard %ld rows (%ld B)\n",
                       rank / L, records, records * (D + 2 * K) * 4, rows, rows * D * 4);
 
-    /* y against the dense layer: each token through its experts, one at a time. */
-    double worst = 0.0;
-    for (int t = 0; t < T; t++) {
-        float one[D], acc[D] = {0};
-        for (int j = 0; j < K; j++) {
-            int cnt = 1;
-            xt_experts_forward(one, NULL, x + t * D, &cnt, idx[t * K + j], 1,
-                               all + (size_t)idx[t * K + j] * per, D, FF);
-            for (int c = 0; c < D; c++)
-                acc[c] += w[t * K + j] * one[c];
-        }
-        for (int c = 0; c < D; c++) {
-            double e = acc[c] - y[t * D + c];
-            worst = e > worst ? e : -e > worst ? -e : worst;
-        }
-    }
-    MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
-    xt_printf_root(comm, "y matches the layer on one process: %s (largest difference %.1e)\n",
-                   worst < 1e-5 ? "yes" : "NO", worst);
+    ep_demo_check(comm, y, x, wr, all, T, D, E, FF, K, 0);
     free(all);
 }
 

@@ -74,29 +74,7 @@ static void demo(MPI_Comm comm)
     xt_printf_root(comm, "(S: a shared expert, e: a routed one; :tokens; * with the dispatch in "
                          "flight)\n");
 
-    /* y against one process: each token through both shared experts and its k routed. */
-    float logits[T * E], probs[T * E], w[T * K];
-    int idx[T * K];
-    xt_gemm(0, 0, T, E, D, 1.0f, x, wr, 0.0f, logits);
-    xt_topk_route(idx, w, probs, logits, T, E, K, 0);
-    double worst = 0.0;
-    for (int t = 0; t < T; t++) {
-        float one[D], acc[D] = {0};
-        int cnt = 1;
-        for (int j = 0; j < K + S; j++) {
-            int e = j < K ? idx[t * K + j] : E + j - K;
-            xt_experts_forward(one, NULL, x + t * D, &cnt, e, 1, all + (size_t)e * per, D, FF);
-            for (int c = 0; c < D; c++)
-                acc[c] += (j < K ? w[t * K + j] : 1.0f) * one[c];
-        }
-        for (int c = 0; c < D; c++) {
-            double e = acc[c] - y[t * D + c];
-            worst = e > worst ? e : -e > worst ? -e : worst;
-        }
-    }
-    MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
-    xt_printf_root(comm, "y matches the layer on one process: %s (largest difference %.1e)\n",
-                   worst < 1e-5 ? "yes" : "NO", worst);
+    ep_demo_check(comm, y, x, wr, all, T, D, E, FF, K, S);
     free(all);
     free(x);
     free(y);

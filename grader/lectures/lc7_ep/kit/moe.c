@@ -194,3 +194,34 @@ void xt_experts_backward(float *dx, float *dparams, const float *dy, const float
         rows += n;
     }
 }
+
+double ep_demo_check(MPI_Comm comm, const float *y, const float *x, const float *wr,
+                     const float *all, int T, int d, int E, int ff, int k, int s)
+{
+    long per = xt_expert_params(d, ff);
+    float *logits = malloc(sizeof(float) * ((size_t)T * E * 2 + (size_t)T * k + 2 * (size_t)d + 1));
+    float *probs = logits + (size_t)T * E, *w = probs + (size_t)T * E, *one = w + (size_t)T * k;
+    float *acc = one + d;
+    int *idx = malloc(sizeof(int) * ((size_t)T * k + 1)), one_row = 1;
+    xt_gemm(0, 0, T, E, d, 1.0f, x, wr, 0.0f, logits);
+    xt_topk_route(idx, w, probs, logits, T, E, k, 0);
+    double worst = 0.0;
+    for (int t = 0; t < T; t++) {
+        memset(acc, 0, sizeof(float) * (size_t)d);
+        for (int j = 0; j < k + s; j++) { /* the k routed, then the s shared */
+            int e = j < k ? idx[t * k + j] : E + j - k;
+            xt_experts_forward(one, NULL, x + (size_t)t * d, &one_row, e, 1, all + (size_t)e * per,
+                               d, ff);
+            for (int c = 0; c < d; c++)
+                acc[c] += (j < k ? w[t * k + j] : 1.0f) * one[c];
+        }
+        for (int c = 0; c < d; c++)
+            worst = fmax(worst, fabs((double)acc[c] - y[(size_t)t * d + c]));
+    }
+    PMPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
+    xt_printf_root(comm, "y matches the layer on one process: %s (largest difference %.1e)\n",
+                   worst < 1e-5 ? "yes" : "NO", worst);
+    free(logits);
+    free(idx);
+    return worst;
+}
