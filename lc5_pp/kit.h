@@ -237,6 +237,18 @@ void pp_lm_case_stepped(xt_case *c, const pp_lm_case *lm, int s, float loss);
 /* Writes the stage's parameters ("params") when params is nonzero; frees the stage and the
  * mesh. */
 void pp_lm_case_free(xt_case *c, pp_lm_case *lm, int params);
+/*
+ * A demo's training data for `steps` steps: the whole initial parameters w0 (seed 7, the
+ * same on every rank; tied: the head set to E^T), a one-process copy w with its gradient g
+ * and AdamW's moments (zero) for pp_lm_single_step, and every step's tokens and targets (a
+ * rule worth learning: target = 5 token + 3 mod vocab). pp_lm_demo_free frees it.
+ */
+typedef struct {
+    float *w0, *w, *g, *mom, *vel;
+    int *tokens, *targets;
+} pp_lm_demo;
+pp_lm_demo pp_lm_demo_new(const pp_lm *m, int steps, int tied);
+void pp_lm_demo_free(pp_lm_demo *d);
 
 /* ------------------------------------------------ the cases and the demo */
 

@@ -46,21 +46,9 @@ static void demo(MPI_Comm comm)
     xt_mesh_init(&mesh, description, comm);
     xt_mesh_print(&mesh);
     pp_lm m = {29, 4, 4 * dp, 6, MB, {8, 4, 2, 2, 12, 1e-5f}};
-    long total = pp_lm_size(&m);
-    float *w0 = malloc(sizeof(float) * (size_t)total * 5), *w = w0 + total, *g = w + total;
-    float *mom = g + total, *vel = mom + total;
-    xt_rng r = xt_rng_seed(7);
-    xt_rng_fill_uniform(&r, w0, total, -0.3f, 0.3f);
-    memcpy(w, w0, sizeof(float) * (size_t)total);
-    memset(mom, 0, sizeof(float) * 2 * (size_t)total);
-    int ntok = STEPS * m.seqs * m.T;
-    int *tokens = malloc(sizeof(int) * 2 * (size_t)ntok), *targets = tokens + ntok;
-    for (int i = 0; i < ntok; i++) {
-        tokens[i] = (int)xt_rng_below(&r, (uint64_t)m.vocab);
-        targets[i] = (tokens[i] * 5 + 3) % m.vocab; /* a rule worth learning */
-    }
+    pp_lm_demo data = pp_lm_demo_new(&m, STEPS, 0);
     xt_adam h = {0.05f, 0.9f, 0.95f, 1e-3f, 0.01f};
-    xt_tp_stage *stage = pp_lm_stage(&m, w0, &mesh, xt_mesh_group(&mesh, "tp"));
+    xt_tp_stage *stage = pp_lm_stage(&m, data.w0, &mesh, xt_mesh_group(&mesh, "tp"));
     xt_printf_root(comm,
                    "decoder: vocab %d, d %d, %d blocks, %d/%d heads, ff %d; %d sequences "
                    "of %d\ntokens a step, %d micro-batches per data share\n",
@@ -76,9 +64,10 @@ static void demo(MPI_Comm comm)
     double worst = 0;
     for (int s = 0; s < STEPS; s++) {
         long at = (long)s * m.seqs * m.T;
-        float loss = parallel_3d_step(stage, &mesh, first ? tokens + at : NULL,
-                                      last ? targets + at : NULL, m.seqs, m.T, m.M, &h);
-        float one = pp_lm_single_step(&m, 0, w, g, mom, vel, s + 1, tokens + at, targets + at, &h);
+        float loss = parallel_3d_step(stage, &mesh, first ? data.tokens + at : NULL,
+                                      last ? data.targets + at : NULL, m.seqs, m.T, m.M, &h);
+        float one = pp_lm_single_step(&m, 0, data.w, data.g, data.mom, data.vel, s + 1,
+                                      data.tokens + at, data.targets + at, &h);
         float shown = last ? loss : -INFINITY;
         MPI_Allreduce(MPI_IN_PLACE, &shown, 1, MPI_FLOAT, MPI_MAX, comm);
         worst = fmax(worst, fabs((double)shown - one) / (1.0 + fabs((double)one)));
@@ -86,7 +75,7 @@ static void demo(MPI_Comm comm)
                        (double)shown, (double)one, fabs((double)shown - one));
     }
     /* Every rank's shard against the same shard of the single process's parameters. */
-    xt_tp_stage *twin = pp_lm_stage(&m, w, &mesh, xt_mesh_group(&mesh, "tp"));
+    xt_tp_stage *twin = pp_lm_stage(&m, data.w, &mesh, xt_mesh_group(&mesh, "tp"));
     const float *a = xt_tp_stage_params(stage), *b = xt_tp_stage_params(twin);
     double err = 0;
     for (long i = 0; i < xt_tp_stage_nparams(stage); i++)
@@ -108,8 +97,7 @@ static void demo(MPI_Comm comm)
     xt_tp_stage_free(twin);
     xt_tp_stage_free(stage);
     xt_mesh_free(&mesh);
-    free(w0);
-    free(tokens);
+    pp_lm_demo_free(&data);
 }
 
 int main(int argc, char **argv)

@@ -93,25 +93,10 @@ static void demo(MPI_Comm comm)
     xt_mesh mesh;
     xt_mesh_init(&mesh, description, comm);
     pp_lm m = {29, np < 3 ? 3 : np, 4, 6, MB, {8, 4, 2, 2, 12, 1e-5f}};
-    long total = pp_lm_size(&m), vd = (long)m.vocab * m.shape.d;
-    float *w0 = malloc(sizeof(float) * (size_t)total * 5), *w = w0 + total, *g = w + total;
-    float *mom = g + total, *vel = mom + total;
-    xt_rng r = xt_rng_seed(7);
-    xt_rng_fill_uniform(&r, w0, total, -0.3f, 0.3f);
-    float *head0 = w0 + total - vd; /* tied: the head starts as E^T */
-    for (int v = 0; v < m.vocab; v++)
-        for (int c = 0; c < m.shape.d; c++)
-            head0[(long)c * m.vocab + v] = w0[(long)v * m.shape.d + c];
-    memcpy(w, w0, sizeof(float) * (size_t)total);
-    memset(mom, 0, sizeof(float) * 2 * (size_t)total);
-    int ntok = STEPS * m.seqs * m.T;
-    int *tokens = malloc(sizeof(int) * 2 * (size_t)ntok), *targets = tokens + ntok;
-    for (int i = 0; i < ntok; i++) {
-        tokens[i] = (int)xt_rng_below(&r, (uint64_t)m.vocab);
-        targets[i] = (tokens[i] * 5 + 3) % m.vocab;
-    }
+    long vd = (long)m.vocab * m.shape.d;
+    pp_lm_demo data = pp_lm_demo_new(&m, STEPS, 1);
     xt_adam h = {0.05f, 0.9f, 0.95f, 1e-3f, 0.01f};
-    xt_tp_stage *stage = pp_lm_stage(&m, w0, &mesh, xt_mesh_group(&mesh, "tp"));
+    xt_tp_stage *stage = pp_lm_stage(&m, data.w0, &mesh, xt_mesh_group(&mesh, "tp"));
     MPI_Comm group = tied_embedding_group(&mesh);
     int members = 0;
     if (group != MPI_COMM_NULL)
@@ -127,9 +112,10 @@ static void demo(MPI_Comm comm)
     float *mine = malloc(sizeof(float) * (size_t)vd), *other = malloc(sizeof(float) * (size_t)vd);
     for (int s = 0; s < STEPS; s++) {
         long at = (long)s * m.seqs * m.T;
-        float loss = tied_pp_step(stage, &mesh, group, first ? tokens + at : NULL,
-                                  last ? targets + at : NULL, m.vocab, m.seqs, m.T, m.M, &h);
-        float one = pp_lm_single_step(&m, 1, w, g, mom, vel, s + 1, tokens + at, targets + at, &h);
+        float loss = tied_pp_step(stage, &mesh, group, first ? data.tokens + at : NULL,
+                                  last ? data.targets + at : NULL, m.vocab, m.seqs, m.T, m.M, &h);
+        float one = pp_lm_single_step(&m, 1, data.w, data.g, data.mom, data.vel, s + 1,
+                                      data.tokens + at, data.targets + at, &h);
         MPI_Bcast(&loss, 1, MPI_FLOAT, np - 1, comm);
         xt_printf_root(comm, "step %d: loss %.6f   one process (tied) %.6f\n", s + 1, (double)loss,
                        (double)one);
@@ -155,7 +141,8 @@ static void demo(MPI_Comm comm)
         MPI_Comm_free(&group);
     xt_tp_stage_free(stage);
     xt_mesh_free(&mesh);
-    free(w0), free(tokens), free(mine), free(other);
+    pp_lm_demo_free(&data);
+    free(mine), free(other);
 }
 
 int main(int argc, char **argv)

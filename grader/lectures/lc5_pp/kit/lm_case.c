@@ -117,3 +117,35 @@ void pp_lm_case_free(xt_case *c, pp_lm_case *lm, int params)
         xt_tp_stage_free(lm->stage);
     xt_mesh_free(&lm->mesh);
 }
+
+pp_lm_demo pp_lm_demo_new(const pp_lm *m, int steps, int tied)
+{
+    long total = pp_lm_size(m), vd = (long)m->vocab * m->shape.d;
+    pp_lm_demo d;
+    d.w0 = malloc(sizeof(float) * (size_t)total * 5);
+    d.w = d.w0 + total, d.g = d.w + total, d.mom = d.g + total, d.vel = d.mom + total;
+    xt_rng r = xt_rng_seed(7);
+    xt_rng_fill_uniform(&r, d.w0, total, -0.3f, 0.3f);
+    if (tied) { /* the head starts as E^T */
+        float *head = d.w0 + total - vd;
+        for (int v = 0; v < m->vocab; v++)
+            for (int c = 0; c < m->shape.d; c++)
+                head[(long)c * m->vocab + v] = d.w0[(long)v * m->shape.d + c];
+    }
+    memcpy(d.w, d.w0, sizeof(float) * (size_t)total);
+    memset(d.mom, 0, sizeof(float) * 2 * (size_t)total);
+    long ntok = (long)steps * m->seqs * m->T;
+    d.tokens = malloc(sizeof(int) * 2 * (size_t)ntok);
+    d.targets = d.tokens + ntok;
+    for (long i = 0; i < ntok; i++) {
+        d.tokens[i] = (int)xt_rng_below(&r, (uint64_t)m->vocab);
+        d.targets[i] = (d.tokens[i] * 5 + 3) % m->vocab; /* a rule worth learning */
+    }
+    return d;
+}
+
+void pp_lm_demo_free(pp_lm_demo *d)
+{
+    free(d->w0);
+    free(d->tokens);
+}
