@@ -300,18 +300,46 @@ $(BUILD)/resident/%/resident: $(BUILD)/resident/%/objects.txt $$(call resident_o
 
 # Every object's header dependencies, at every depth objects live at (a
 # mutant's is build/build/mutants/<name>/<lecture>/<exercise>.d): an object
-# whose .d is not read is not rebuilt when a libxt header changes. find skips
-# the directories that hold only grading and test runs (thousands of case
-# files, which a glob of every depth would list at each make), and reads a
-# mutant's tree only when a goal lies in it: the .d files of hundreds of
-# mutants would cost every make half a second.
+# whose .d is not read is not rebuilt when a libxt header changes. Reading them
+# is most of what make spends on a build with nothing to do (0.2 s for a built
+# tree), so make reads those its goals can need:
+#   - none when every goal is a command (make grade, make test, ...): those
+#     call make again for what they build;
+#   - for goals that are files under the build tree, libxt's (every path
+#     holding /common/) and those of the lectures the goals' paths name, with
+#     the lectures those use (every path holding /<lecture>/): a program, its
+#     objects, its kit's, a resident program's, a mutant's, a bench's;
+#   - else (make, make emu, a goal elsewhere) all of them.
+# find skips the directories that hold no objects of this tree: the grading
+# and test runs (thousands of case files), the other build trees (SAN=1's,
+# COV=1's, make test's clang build), the mutants' sources and the resident
+# programs' renamed copies; and it reads a mutant's tree only when a goal lies
+# in it: the .d files of hundreds of mutants would cost every make half a second.
+COMMAND_GOALS := grade test test-cluster debug deps demo bench bench-grade lectures readme \
+                 hint drill drills stubs format clean help
+FILE_GOALS    := $(filter-out $(COMMAND_GOALS),$(MAKECMDGOALS))
+GOAL_LECTURES := $(if $(FILE_GOALS),$(if $(filter-out $(BUILD)/%,$(FILE_GOALS)),,\
+                   $(sort $(filter $(LECTURES),$(subst /, ,$(FILE_GOALS))))))
+GOAL_LECTURES += $(foreach l,$(GOAL_LECTURES),$(call uses_of,$(l)))
 GOAL_MUTANTS := $(sort $(foreach g,$(MAKECMDGOALS),$(if $(findstring $(BUILD)/build/mutants/,$(g)),\
                   $(firstword $(subst /, ,$(lastword $(subst $(BUILD)/build/mutants/, ,$(g))))))))
--include $(shell find $(BUILD) \( -path $(BUILD)/grade -o -path $(BUILD)/selftest -o \
-                 -path $(BUILD)/trace -o -path $(BUILD)/hints -o -path $(BUILD)/build/mutants \) \
-                 -prune -o -name '*.d' -print 2>/dev/null) \
-         $(if $(GOAL_MUTANTS),$(shell find $(addprefix $(BUILD)/build/mutants/,$(GOAL_MUTANTS)) \
-                 -name '*.d' -print 2>/dev/null))
+OTHER_TREES  := $(filter-out $(BUILD),build/san build/cov build/clang)
+# The .d files under the build tree whose path holds one of $(1) (all for none).
+dep_files     = $(shell find $(BUILD) \( $(foreach d,grade selftest trace hints build/mutants mutants \
+                  resident,-path $(BUILD)/$(d) -o) $(foreach d,$(OTHER_TREES),-path $(d) -o) -false \) \
+                  -prune -o -name '*.d' $(if $(1),\( $(foreach k,$(1),-path '*/$(k)/*' -o) -false \)) \
+                  -print 2>/dev/null) \
+                $(if $(GOAL_MUTANTS),$(shell find $(addprefix $(BUILD)/build/mutants/,$(GOAL_MUTANTS)) \
+                  -name '*.d' $(if $(1),\( $(foreach k,$(1),-path '*/$(k)/*' -o) -false \)) -print 2>/dev/null))
+ifneq ($(or $(FILE_GOALS),$(if $(MAKECMDGOALS),,all)),)
+ifneq ($(strip $(GOAL_LECTURES)),)
+-include $(call dep_files,common $(GOAL_LECTURES))
+else ifeq ($(filter-out $(BUILD)/%,$(FILE_GOALS)),)
+-include $(call dep_files,common)
+else
+-include $(call dep_files)
+endif
+endif
 
 # ------------------------------------------------------------------ commands
 

@@ -286,6 +286,44 @@ def ci_problems(ci_text, readme_text):
     return problems
 
 
+NOTE_MARK = "/noted/python3"  # a python no full check could print
+
+
+def note_problems(work):
+    """What setup.sh's note (build/setup.txt) does wrong: answering when it must not, or
+    checking in full when the note answers. The note's python is NOTE_MARK, so that its
+    answer is told from a full check's (which, with XT_NO_INSTALL=1, prints a real
+    python or fails)."""
+    root = os.path.join(work, "note")
+    os.makedirs(os.path.join(root, "grader"), exist_ok=True)
+    os.makedirs(os.path.join(root, "build"), exist_ok=True)
+    shutil.copy("grader/setup.sh", os.path.join(root, "grader", "setup.sh"))
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    env = {"PATH": path, "HOME": os.environ.get("HOME", "/root"), "XT_NO_INSTALL": "1"}
+    problems = []
+
+    def answer(context, test_level, files, args=()):
+        with open(os.path.join(root, "build", "setup.txt"), "w") as f:
+            f.write(f"{context}\ntest={test_level}\n{NOTE_MARK}\n" +
+                    "".join(p + "\n" for p in files))
+        res = subprocess.run(["/bin/sh", "grader/setup.sh", *args], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=120)
+        return res.stdout.strip() == NOTE_MARK
+
+    here = f"path={path} xt_python="
+    if not answer(here, 0, ["/bin/sh"]):
+        problems.append("a note whose files are all there did not answer")
+    if not answer(here, 1, ["/bin/sh"]):
+        problems.append("a note of --test did not answer a plain call")
+    if answer(here, 0, ["/bin/sh", "/no/such/file"]):
+        problems.append("a note naming a file that is gone answered")
+    if answer("path=/elsewhere xt_python=", 0, ["/bin/sh"]):
+        problems.append("a note of another PATH answered")
+    if answer(here, 0, ["/bin/sh"], ["--test"]):
+        problems.append("a note of a plain call answered --test")
+    return problems
+
+
 def selftest(s):
     s.section("a bare machine (the README's commands with only git and make)")
     with open("grader/setup.sh") as f:
@@ -360,6 +398,11 @@ def selftest(s):
         s.record("a tool looked for under a name its package does not provide (pyflakes3 "
                  "from python3-pyflakes, mpicc from libopenmpi-dev) is reported (negative "
                  "control)", len(wrong) == 2, wrong)
+
+    bad = note_problems(work)
+    s.record("setup.sh answers from build/setup.txt while every file it notes is there, for "
+             "the same PATH and XT_PYTHON; a noted file gone, another PATH or a note for less "
+             "than --test asks means a full check", not bad, bad)
 
     with open(".ci/run") as f:
         ci_text = f.read()

@@ -72,6 +72,19 @@ def test_build(s, cuda):
     else:
         s.record("clang: the same, warning-free", False,
                  ["clang is not installed: sudo apt-get install -y clang"])
+    bad = header_problems("Makefile")
+    s.record("make reads the header dependencies its goals need: a changed libxt header "
+             "remakes an exercise's object, lecture 4's kit header lecture 5's resident "
+             "program's kit objects, and libxt's own", not bad, bad)
+    control = os.path.join("build", "selftest", "Makefile.no-deps")
+    os.makedirs(os.path.dirname(control), exist_ok=True)
+    with open("Makefile") as f:
+        text = f.read()
+    with open(control, "w") as f:
+        f.write(re.sub(r"(?m)^-include .*$", "", text))
+    found = header_problems(control)
+    s.record("a Makefile that reads no dependency file is reported (negative control)",
+             len(found) == len(HEADER_GOALS), found)
     nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                                     if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
     if nvcc or cuda:
@@ -80,6 +93,24 @@ def test_build(s, cuda):
         s.record("nvcc: CUDA helpers and their test compile (CUDA=1)", rc == 0, tail(out))
     else:
         s.skip("nvcc: CUDA parts", "no nvcc on this machine")
+
+
+# (header, goal, an object its change must remake): make -n -W asks what a change would do.
+HEADER_GOALS = [
+    ("common/xt.h", "build/solutions/lc2_dp/ddp_naive", "build/solutions/lc2_dp/ddp_naive"),
+    ("solutions/lc4_tp/kit.h", "build/resident/solutions/lc5_pp/resident",
+     "build/grader/lectures/lc4_tp/kit/"),
+    ("common/xt.h", "build/common/libxt.a", "build/common/"),
+]
+
+
+def header_problems(makefile):
+    problems = []
+    for header, goal, obj in HEADER_GOALS:
+        rc, out = sh(["make", "-n", "--no-print-directory", "-f", makefile, "-W", header, goal])
+        if not re.search(r"-o " + re.escape(obj) + r"\S*\.o\b", out):
+            problems.append(f"{header} changed: make -n {goal} remakes no {obj}*.o")
+    return problems
 
 
 def test_format(s):
