@@ -414,6 +414,7 @@ format:
 		lc*/*.c lc*/*.cu solutions/lc*/*.c solutions/lc*/*.cu $(wildcard solutions/lc*/*.h)
 
 clean:
+	@if [ -L $(BUILD)/grade ]; then rm -rf "$$(dirname "$$(readlink $(BUILD)/grade)")"; fi
 	rm -rf $(BUILD)
 
 help:

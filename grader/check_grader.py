@@ -18,10 +18,13 @@ import time
 
 import numpy as np
 
+import builds
+import checked
 import compare
 import hangs
 import harness
 import records
+import scratch
 import sanitizer
 import mutants
 import spec
@@ -172,6 +175,7 @@ def selftest(s):
     test_shared_refusals(s)
     test_cluster_configs(s)
     test_shared_mutants(s)
+    test_kept_between_grades(s)
     test_grade_profile(s)  # first: its grade leaves the files libxt wrote that read_npy reads
     test_read_npy(s)
     test_launcher_words(s)
@@ -346,6 +350,111 @@ def test_launcher_words(s):
              len(shown) == 2 and "printed 1 line," in shown[0] and "loss 2.5" in shown[1]
              and "printed 4 lines" in kept[0] and any("my table" in ln for ln in kept),
              shown + kept)
+
+
+def test_kept_between_grades(s):
+    """What the grader keeps from one grade to the next, each proved able to miss: the
+    passes of its self-checks (checked.once), the stack-scratch compile (builds.
+    compile_once), and build/grade in memory (scratch)."""
+    work = os.path.abspath(fresh("kept"))
+    calls = []
+
+    def passing():
+        calls.append("pass")
+
+    def failing():
+        calls.append("fail")
+        raise AssertionError("off by 1e-2")
+
+    saved = checked.NOTES, list(checked._digest)
+    checked.NOTES = os.path.join(work, "checks")
+    raised = 0
+    try:
+        checked.once(passing)
+        checked.once(passing)
+        for _ in range(2):
+            try:
+                checked.once(failing)
+            except AssertionError:
+                raised += 1
+        checked._digest[:] = ["another grader"]
+        checked.once(passing)
+    finally:
+        checked.NOTES, checked._digest[:] = saved[0], saved[1]
+    s.record("a self-check of the grader's references runs once while the grader is the same "
+             "(a pass noted), again when the grader changes, and a failing one every time, "
+             "raising", calls == ["pass", "fail", "fail", "pass"] and raised == 2, [calls])
+
+    # A compiler that notes each run and warns as gcc does; FAIL=1 makes it fail.
+    log, cc = os.path.join(work, "cc.log"), os.path.join(work, "cc")
+    with open(cc, "w") as f:
+        f.write(f"#!/bin/sh\necho run >> {log}\necho 'x.c:3:5: warning: ISO C90 forbids "
+                f"variable length array [-Wvla]' >&2\n[ -z \"$FAIL\" ]\n")
+    os.chmod(cc, 0o755)
+    inc, src = os.path.join(work, "inc"), os.path.join(work, "x.c")
+    os.makedirs(inc)
+    for path, text in ((src, "int f(int n) { int a[n]; return a[0]; }\n"),
+                       (os.path.join(inc, "k.h"), "#define K 1\n")):
+        with open(path, "w") as f:
+            f.write(text)
+    saved_cache = builds.CACHE
+    builds.CACHE = os.path.join(work, "cache")
+    runs = []
+    try:
+        cmd = [cc, f"-I{inc}", "-Wvla", "-c", src]
+        first = builds.compile_once(cmd, src)
+        second = builds.compile_once(cmd, src)
+        runs.append(open(log).read().count("run"))
+        with open(os.path.join(inc, "k.h"), "a") as f:
+            f.write("#define L 2\n")
+        builds.compile_once(cmd, src)
+        runs.append(open(log).read().count("run"))
+        os.environ["FAIL"] = "1"
+        failed = builds.compile_once(cmd + ["-DX"], src)
+        builds.compile_once(cmd + ["-DX"], src)
+        runs.append(open(log).read().count("run"))
+    finally:
+        os.environ.pop("FAIL", None)
+        builds.CACHE = saved_cache
+    s.record("the stack-scratch compile of a file is kept: the same file and headers are not "
+             "compiled again, a changed header is, and a failed compile is never kept",
+             first == second and first[0] == 0 and "[-Wvla]" in first[1] and failed[0] != 0
+             and runs == [1, 2, 4], [first, second, failed, runs])
+
+    tree, shm = os.path.join(work, "tree"), os.path.join(work, "shm")
+    os.makedirs(os.path.join(tree, "build", "grade", "old"))
+    link = os.path.join(tree, "build", "grade")
+    saved_env = {k: os.environ.get(k) for k in ("XT_SCRATCH", "MPIRUN_ARGS", "XT_LAUNCHER")}
+    seen = []
+    try:
+        os.environ["XT_SCRATCH"] = shm
+        os.environ.pop("MPIRUN_ARGS", None)
+        os.environ.pop("XT_LAUNCHER", None)
+        scratch.arrange(tree)
+        target = scratch.target_of(tree, shm)
+        seen.append(os.path.islink(link) and os.readlink(link) == target
+                    and not os.path.exists(os.path.join(target, "old")))
+        gone = os.path.join(shm, "0" * 16)  # a tree removed without make clean
+        os.makedirs(os.path.join(gone, "grade"))
+        with open(os.path.join(gone, scratch.OWNER), "w") as f:
+            f.write(os.path.join(work, "no-such-tree") + "\n")
+        os.utime(gone, (0, 0))
+        os.unlink(link)
+        scratch.arrange(tree)
+        seen.append(not os.path.exists(gone) and os.path.islink(link))
+        os.environ["MPIRUN_ARGS"] = "--hostfile hosts"
+        scratch.arrange(tree)
+        seen.append(not os.path.lexists(link) and not os.path.exists(target))
+    finally:
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    s.record("build/grade is a link into memory (XT_SCRATCH here) where the ranks run on this "
+             "machine, its old files gone; a tree's files whose tree is gone are removed; "
+             "with a hostfile (MPIRUN_ARGS) it is on disk again, the memory freed",
+             seen == [True, True, True], [seen])
 
 
 def test_grade_profile(s):

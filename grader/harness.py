@@ -39,6 +39,7 @@ import builds
 import clock
 import launch
 import pattern
+import scratch
 import spec
 from compare import (POISON_READ, agreeing_ranks_hint, broken_rules, compare, other_findings,
                      relation, world_hint)
@@ -200,6 +201,7 @@ class Runner:
                  debug=None, verbose=False, san=False, test_watchdogs=True):
         self.ex = exercise
         self.seed = seed
+        scratch.prepare()  # build/grade, in memory where it can be
         self.work_dir = work_dir
         self.watchdog = watchdog
         # A test's own, longer watchdog (a GPU's slow start), unless the device is emulated.

@@ -44,7 +44,6 @@ the bound (dq, T=48 br=bc=16); the forward's, 0.9%.
 import os
 import re
 import subprocess
-import tempfile
 from collections import Counter
 
 import builds
@@ -188,23 +187,21 @@ def hidden_scratch(obj, source):
     # The include path the Makefile gives the lecture's programs: libxt's headers, and the
     # kit's header (solutions/<lecture>/kit.h, which a mutant's or a drill's copy lacks).
     kit = builds.kit_include(".", source)
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = [cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O2", "-Icommon", *kit,
-               "-Wvla", "-Walloca", f"-Wframe-larger-than={FRAME_LIMIT}", "-c", source,
-               "-o", os.path.join(tmp, "o.o")]
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        except OSError as e:
-            return msgs + [f"could not be compiled again to look for scratch on the stack "
-                           f"({e}): the grader's fault, please report it"]
-    if res.returncode != 0:
+    cmd = [cc, "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-O2", "-Icommon", *kit,
+           "-Wvla", "-Walloca", f"-Wframe-larger-than={FRAME_LIMIT}", "-c", source]
+    try:
+        returncode, stderr = builds.compile_once(cmd, source)
+    except OSError as e:
+        return msgs + [f"could not be compiled again to look for scratch on the stack "
+                       f"({e}): the grader's fault, please report it"]
+    if returncode != 0:
         # The program built, so this compile must too: a failure is the grader's, and a
         # silent one would let stack scratch pass unseen.
-        first = next((ln for ln in res.stderr.splitlines() if "error" in ln), res.stderr[:200])
+        first = next((ln for ln in stderr.splitlines() if "error" in ln), stderr[:200])
         return msgs + [f"could not be compiled again to look for scratch on the stack "
                        f"({first.strip()}): the grader's fault, please report it"]
     func = ""
-    for line in res.stderr.splitlines():
+    for line in stderr.splitlines():
         m = re.search(r"In function [‘'`](\w+)", line)
         if m:
             func = m.group(1)

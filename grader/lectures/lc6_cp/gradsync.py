@@ -24,6 +24,7 @@ weight by lr times a gradient's term, far above it.
 
 import numpy as np
 
+import checked
 import nn
 from spec import OfScale, test
 from lectures.lc6_cp.cp import positions
@@ -64,7 +65,7 @@ def _check_grad():
             f"attention_step: d{name} off by {err:.1e}"
 
 
-_check_grad()
+checked.once(_check_grad)
 
 
 def cases(rng):

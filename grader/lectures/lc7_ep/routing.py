@@ -56,6 +56,7 @@ forgotten -sum term, the bias in the weights, f_i summing to k, P_i from the cho
 
 import numpy as np
 
+import checked
 import nn
 import spec
 from spec import Relative, hinted, test
@@ -578,7 +579,7 @@ def _check_seq_loss_gradient():
         assert err < 1e-6, f"seq_loss_and_grad's gradient is off by {err:.1e} (relative)"
 
 
-_check_seq_loss_gradient()
+checked.once(_check_seq_loss_gradient)
 
 
 def loss_inputs(case, rng):
