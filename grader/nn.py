@@ -615,17 +615,18 @@ class Moe:
         self.d, self.E, self.ff, self.k, self.renorm, self.alpha = d, E, ff, k, renorm, alpha
 
     def forward(self, x, wr, params, keep=None):
-        """(y, aux loss, cache)."""
+        """(y, aux loss, cache). Each expert's SwiGLU runs once, on the stack of the
+        (token, choice) rows that chose it and were kept."""
         x = np.asarray(x, dtype=np.float64).reshape(-1, self.d)
         T, d, ff, k = x.shape[0], self.d, self.ff, self.k
         idx, w, probs = topk_route(x @ np.asarray(wr, dtype=np.float64), k, self.renorm)
         keep = np.ones((T, k)) if keep is None else np.asarray(keep, dtype=np.float64)
         outs, kept = np.zeros((T, k, d)), {}
-        for t in range(T):
-            for j in range(k):
-                if keep[t, j]:
-                    outs[t, j], kept[t, j] = swiglu_forward(
-                        x[t:t + 1], *expert_weights(params, int(idx[t, j]), d, ff))
+        for e in range(self.E):
+            ts, js = np.nonzero((idx == e) & (keep != 0))
+            if ts.size:
+                outs[ts, js], kj = swiglu_forward(x[ts], *expert_weights(params, e, d, ff))
+                kept[e] = (ts, js, kj)
         y = (keep[..., None] * w[..., None] * outs).sum(axis=1)
         aux, daux = switch_balance_loss(probs, idx, self.E, k, self.alpha)
         return y, aux, (x, idx, w, probs, keep, outs, kept, daux)
@@ -637,11 +638,10 @@ class Moe:
         d, ff = self.d, self.ff
         dx, dparams = np.zeros_like(x), np.zeros(self.E * 3 * d * ff)
         dw = keep * np.einsum("td,tjd->tj", dy, outs)
-        for (t, j), kj in kept.items():
-            e = int(idx[t, j])
-            dxe, *dwe = swiglu_backward(w[t, j] * dy[t:t + 1], x[t:t + 1],
+        for e, (ts, js, kj) in kept.items():
+            dxe, *dwe = swiglu_backward(w[ts, js][:, None] * dy[ts], x[ts],
                                         *expert_weights(params, e, d, ff), kj)
-            dx[t] += dxe[0]
+            np.add.at(dx, ts, dxe)
             dparams[e * 3 * d * ff:(e + 1) * 3 * d * ff] += np.concatenate(
                 [g.reshape(-1) for g in dwe])
         dp = topk_selected_grad(dw, probs, idx, self.renorm) + daux
