@@ -9,6 +9,7 @@ Exit status: 0 only with full marks; 1 otherwise; 2 for a usage error.
 """
 
 import argparse
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -488,12 +489,25 @@ def grade_lecture(req, lec, report, tally):
             lec_results.append((t.exercise, r))
             report.result(t.exercise, r, "", False, scored=args.case is None)
     else:
-        shared = grade_resident(req, lec, tests, exercises, every, sources, binaries, failed,
-                                program, tally) if program else {}
+        # The exercises a resident launch cannot take (a refusal that ends its launch) are
+        # graded meanwhile, in their own launches as always: the ranks of both mostly wait.
+        alone = [ex for ex in exercises if program and os.path.exists(sources[ex])
+                 and binaries[ex] not in failed
+                 and not resident.runnable(binaries[ex], [t for t in tests if t.exercise == ex])]
+        with concurrent.futures.ThreadPoolExecutor(1) as meanwhile:
+            ahead = {ex: meanwhile.submit(grade_exercise, req, lec, ex,
+                                          [t for t in tests if t.exercise == ex], every,
+                                          sources[ex], binaries[ex], failed, tally)
+                     for ex in alone}
+            shared = grade_resident(req, lec, tests, exercises, every, sources, binaries,
+                                    failed, program, tally) if program else {}
+            with clock.timed("launch"):  # what is left of the launches graded meanwhile
+                concurrent.futures.wait(ahead.values())
         for ex in exercises:
             ex_tests = [t for t in tests if t.exercise == ex]
-            results = shared.get(ex) or grade_exercise(req, lec, ex, ex_tests, every,
-                                                       sources[ex], binaries[ex], failed, tally)
+            results = (shared.get(ex) or (ahead[ex].result() if ex in ahead else None) or
+                       grade_exercise(req, lec, ex, ex_tests, every, sources[ex],
+                                      binaries[ex], failed, tally))
             tally.case_results.extend(results)
             rerun = rerun_command(args, lec, ex, req.seed)
             debug = debug_command(args, lec, ex) if args.device == "cpu" else ""

@@ -24,6 +24,7 @@ backtraces and AddressSanitizer's reports into the exercise's lines; builds.py
 builds and scans the programs.
 """
 
+import concurrent.futures
 import dataclasses
 import glob
 import hashlib
@@ -115,6 +116,9 @@ def scratch_dir(cdir, g):
 # refuse= and todo=1): a refusal comes first thing, a stub stops at its first line, so a
 # rank still waiting after this long waits for one that stopped.
 EARLY_END_WATCHDOG = 3.0
+
+# A refusal test's launches, one a case, run this many at a time (Runner.refusals).
+REFUSALS_AT_ONCE = 4
 
 # A launch that spends this long outside its cases is slow to start.
 SLOW_START = 5.0
@@ -494,16 +498,21 @@ class Runner:
     def refusals(self, test):
         """A test whose cases offer input the program must refuse: each case ends its
         launch (xt_die aborts every rank), so each has a launch of its own; the first
-        case that is not refused as it should be gives the verdict."""
+        case that is not refused as it should be gives the verdict. The launches run at
+        once (REFUSALS_AT_ONCE at a time: each is mostly its ranks' start and stop), and
+        are judged in order as if one ran after the other: the cases after the first
+        failure are reported NOT RUN."""
         r = TestResult(test)
         fail = None
-        for case in self.cases_of(test):
+        cases = self.cases_of(test)
+        started = iter(self.start_refusals(test, cases))
+        for case in cases:
             if fail:
                 r.cases.append(CaseOutcome(case, "NOT RUN"))
                 continue
-            r.launch_dir = self.next_launch_dir()
+            launch_dir, world, inputs, res, status = next(started)
+            r.launch_dir = launch_dir
             k = case.number
-            world, inputs, res, status = self.start([(test, case, k)], r.launch_dir)
             r.cases_run += 1
             r.seconds += res.seconds  # the case has no record when it is refused
             fail = self.refused(test, case, k, world, inputs[k], res, status, r.launch_dir)
@@ -521,6 +530,35 @@ class Runner:
                     r.lines.append(hint)
         r.lines += self.printed(r, fail)
         return r
+
+    def start_refusals(self, test, cases):
+        """(launch dir, world, inputs, result, status) of each case of a refusal test, in
+        a launch of its own: prepared here in order and run REFUSALS_AT_ONCE at a time;
+        under a debugger one at a time, each only when asked for (after a failure none
+        is)."""
+        if self.debug:
+            return self.refusals_in_turn(test, cases)
+        prepared = []
+        for case in cases:
+            launch_dir = self.next_launch_dir()
+            world, inputs, cmd, extra = self.prepare([(test, case, case.number)], launch_dir)
+            prepared.append((launch_dir, world, inputs, cmd, extra))
+        timeout = self.launch_timeout([(test, c, c.number) for c in cases[:1]])
+
+        def run(item):
+            d, world, inputs, cmd, extra = item
+            res = launch.run(cmd, timeout=timeout, env=launch.mpi_env(extra),
+                             log_path=os.path.join(d, "output.txt"))
+            return d, world, inputs, res, read_status(d, world)
+
+        with clock.timed("launch"):
+            with concurrent.futures.ThreadPoolExecutor(REFUSALS_AT_ONCE) as pool:
+                return list(pool.map(run, prepared))
+
+    def refusals_in_turn(self, test, cases):
+        for case in cases:
+            launch_dir = self.next_launch_dir()
+            yield (launch_dir, *self.start([(test, case, case.number)], launch_dir))
 
     def refusal_of(self, test, case, k, inputs, status, launch_dir):
         """The first error of case k raised in the exercise's file (xt_die, XT_CHECK) and

@@ -206,9 +206,11 @@ class Result:
 
 
 _current = []  # launches in progress, killed if the grader itself is interrupted
+_stopping = []  # set once the grader is interrupted: no launch starts after that
 
 
 def _on_signal(signum, frame):
+    _stopping.append(signum)
     for session, token in list(_current):
         kill_launch(session, token)
     raise KeyboardInterrupt
@@ -246,6 +248,8 @@ def run(cmd, timeout, log_path=None, env=None, cwd=None, on_line=None):
 
     With on_line, every line of output goes to on_line as it comes.
     """
+    if _stopping:  # interrupted: a thread still grading starts nothing more
+        return Result(130, 0.0, False, "the grader was interrupted")
     token = uuid.uuid4().hex
     env = dict(env if env is not None else mpi_env())
     env["XT_LAUNCH_TOKEN"] = token
