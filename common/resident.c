@@ -12,7 +12,8 @@
  *     <exercise> <cases dir> <world>
  *
  * and starts `mpirun -np W resident --out DIR --resident LIST`, W the
- * largest world of the list. For each line, every rank calls the
+ * largest world of the list: it starts the ranks first, and writes the list and
+ * every exercise's cases while they start, so that the ranks wait for the list. For each line, every rank calls the
  * exercise's main with `--cases <dir>`; its xt_main finds MPI and libxt up
  * and runs the cases as that program's own launch would, on the same groups
  * of the same world, writing the same files; the ranks above its world idle
@@ -35,9 +36,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int (*entry_fn)(int argc, char **argv);
+
+/* How long the ranks wait for the grader's list of exercises: it is written in well under
+ * a second, and the grader ends the launch if it fails to. */
+enum { LIST_WAIT_MS = 120 * 1000 };
 
 static entry_fn find_entry(const char *exercise)
 {
@@ -58,6 +64,13 @@ int xt_resident_main(int argc, char **argv)
              "%s runs the exercises that --resident LIST names, one '<exercise> <cases dir> "
              "<world>' a line (docs/grader.md)",
              argv[0]);
+    /* The grader starts the ranks first and writes the list while they start (their
+     * MPI_Init and its inputs take about as long), renaming it into place whole. */
+    for (int waited_ms = 0; access(list, R_OK) != 0; waited_ms++) {
+        XT_CHECK(waited_ms < LIST_WAIT_MS, "%s did not appear within %d s: %s", list,
+                 LIST_WAIT_MS / 1000, strerror(errno));
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    }
     FILE *f = fopen(list, "r");
     XT_CHECK(f, "cannot open %s: %s", list, strerror(errno));
 

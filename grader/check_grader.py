@@ -628,12 +628,13 @@ def test_shared_refusals(s):
             problems.append(f"verdicts {verdicts}: pp_dualpipe_refuses WRONG, the rest OK "
                             f"expected")
         # Alone: one launch per exercise, pp_interleaved's three refusal cases one each,
-        # pp_dualpipe's first (WRONG: grading stops there) one. Shared: the first launch
-        # ends in pp_interleaved's first refusal case (rank 0 refused, the others wait for
-        # it); pp_interleaved then 1 + 3 alone; the three exercises after it share a second,
-        # which pp_dualpipe's step that never refuses ends in a hang at np = 3; pp_dualpipe
-        # then 1 + 1 alone, and the exercises after it, left on their own, 1.
-        want = [len(lectures.exercises(lec)) + 4, 9]
+        # pp_dualpipe's three too (run at once; WRONG at the first, the two after it
+        # reported NOT RUN). Shared: the first launch ends in pp_interleaved's first
+        # refusal case (rank 0 refused, the others wait for it); pp_interleaved then 1 + 3
+        # alone; the three exercises after it share a second, which pp_dualpipe's step
+        # that never refuses ends in a hang at np = 3; pp_dualpipe then 1 + 3 alone, and
+        # the exercises after it, left on their own, 1.
+        want = [len(lectures.exercises(lec)) + 6, 11]
         counts = [d["profile"]["launch"]["count"] for d in (alone, shared)]
         if counts != want:
             problems.append(f"launches alone, shared: {counts}, expected {want}")

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import re
+import time
 import shutil
 from typing import Callable, List, Optional
 
@@ -551,9 +552,11 @@ class Runner:
                              log_path=os.path.join(d, "output.txt"))
             return d, world, inputs, res, read_status(d, world)
 
-        with clock.timed("launch"):
-            with concurrent.futures.ThreadPoolExecutor(REFUSALS_AT_ONCE) as pool:
-                return list(pool.map(run, prepared))
+        start = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(REFUSALS_AT_ONCE) as pool:
+            done = list(pool.map(run, prepared))
+        clock.add("launch", time.monotonic() - start, count=len(prepared))
+        return done
 
     def refusals_in_turn(self, test, cases):
         for case in cases:

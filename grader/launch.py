@@ -243,10 +243,12 @@ def _stream(proc, deadline, on_line):
             on_line(line.decode(errors="replace"))
 
 
-def run(cmd, timeout, log_path=None, env=None, cwd=None, on_line=None):
+def run(cmd, timeout, log_path=None, env=None, cwd=None, on_line=None, meanwhile=None):
     """Runs a launch to completion or timeout; kills everything it started.
 
-    With on_line, every line of output goes to on_line as it comes.
+    With on_line, every line of output goes to on_line as it comes. meanwhile() runs once
+    the launch has started, before it is waited for (what the ranks will read, written
+    while they start); if it raises, the launch is ended and the error goes on.
     """
     if _stopping:  # interrupted: a thread still grading starts nothing more
         return Result(130, 0.0, False, "the grader was interrupted")
@@ -265,6 +267,8 @@ def run(cmd, timeout, log_path=None, env=None, cwd=None, on_line=None):
         return Result(127, 0.0, False, f"cannot start {cmd[0]}: {e}")
     _current.append((proc.pid, token))
     try:
+        if meanwhile:
+            meanwhile()
         if on_line and not log_path:
             timed_out = not _stream(proc, start + timeout, on_line)
             if timed_out:

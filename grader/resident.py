@@ -40,6 +40,7 @@ the resident program is linked from the gcov objects, whose counts go to each ob
 """
 
 import os
+import time
 import shutil
 
 import builds
@@ -170,15 +171,9 @@ def launch_once(members, program, launch_dir, take_ended=False):
     a launch that did not fail after them, and with take_ended of the one it ended in, for
     the tests it reached; the member the launch ended in, or None when it ran to its
     end)."""
-    for m in members:
-        m.prepare()
     os.makedirs(launch_dir, exist_ok=True)
     listing = os.path.join(launch_dir, "exercises.txt")
-    with open(listing, "w") as f:
-        f.write("# <exercise> <cases dir> <world>: what the resident program runs, in order\n")
-        for m in members:
-            f.write(f"{m.name} {os.path.abspath(m.launch_dir)} {m.world}\n")
-    world = max(m.world for m in members)
+    world = max(m.runner.graded_world(m.plan) for m in members)
     cmd = launch.mpirun_command(world, [os.path.abspath(program), "--out",
                                         os.path.abspath(launch_dir), "--resident",
                                         os.path.abspath(listing)])
@@ -186,9 +181,26 @@ def launch_once(members, program, launch_dir, take_ended=False):
         f.write("#!/bin/sh\n# Runs these exercises again in one launch, as the grader did.\n"
                 f"cd {os.getcwd()} && {launch.shell_line(cmd)}\n")
     timeout = 60 + sum(m.runner.launch_timeout(m.plan) - 60 for m in members)
+    preparing = [0.0]
+
+    def prepare():
+        """Every member's cases, then the list, whole (the ranks wait for it: resident.c)."""
+        start = time.monotonic()
+        for m in members:
+            m.prepare()
+        with open(listing + ".part", "w") as f:
+            f.write("# <exercise> <cases dir> <world>: what the resident program runs, in "
+                    "order\n")
+            for m in members:
+                f.write(f"{m.name} {os.path.abspath(m.launch_dir)} {m.world}\n")
+        os.replace(listing + ".part", listing)
+        preparing[0] = time.monotonic() - start
+
+    # The ranks start while the cases are written: both take a few tenths of a second.
     with clock.timed("launch"):
         res = launch.run(cmd, timeout=timeout, env=launch.mpi_env(),
-                         log_path=os.path.join(launch_dir, "output.txt"))
+                         log_path=os.path.join(launch_dir, "output.txt"), meanwhile=prepare)
+    clock.add("launch", -preparing[0], count=0)  # timed as the inputs and the grader's
     clean = res.returncode == 0 and not res.timed_out
 
     done, ended_in = {}, None
