@@ -305,28 +305,29 @@ def read_record(path):
     if text is None:
         return None
     for line in text.splitlines():
-        if line.startswith("T "):
-            rec.seconds = float(line[2:])
-        elif line.startswith("C "):
-            _, fn, kind, *nums = line.split()
-            rec.calls[fn] = CallStats(kind, *map(int, nums))
-        elif line.startswith("E "):
-            _, fn, d, peer, tag, nbytes, comm, case_peer, *inside = line.split()
+        head, _, rest = line.partition(" ")
+        if head == "E":
+            fn, d, peer, tag, nbytes, comm, case_peer, *inside = rest.split()
             compute, _, at = (inside[0] if inside else "").partition(":")
             comm, _, group = comm.partition("@")
             rec.events.append(Event(fn, d, int(peer), int(tag), int(nbytes), comm, compute,
                                     int(at) if at else -1, group, int(case_peer)))
-        elif line.startswith("N "):
-            _, kind, text = line.split(" ", 2)
+        elif head == "C":
+            fn, kind, *nums = rest.split()
+            rec.calls[fn] = CallStats(kind, *map(int, nums))
+        elif head == "T":
+            rec.seconds = float(rest)
+        elif head == "N":
+            kind, text = rest.split(" ", 1)
             rec.notes.append((kind, text))
-        elif line.startswith("M "):
-            _, kind, current, peak = line.split()
+        elif head == "M":
+            kind, current, peak = rest.split()
             rec.memory[kind] = (int(current), int(peak))
-        elif line.startswith("W "):
-            _, name, block, part, rows = line.split()
+        elif head == "W":
+            name, block, part, rows = rest.split()
             rec.work[(name, int(block), int(part))] = int(rows)
-        elif line.startswith("SD "):
-            rec.events_dropped = int(line.split()[1])
+        elif head == "SD":
+            rec.events_dropped = int(rest.split()[0])
         elif line == "END":
             rec.complete = True
         elif line and not line.startswith("#"):

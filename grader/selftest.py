@@ -74,8 +74,8 @@ def test_build(s, cuda):
                  ["clang is not installed: sudo apt-get install -y clang"])
     bad = header_problems("Makefile")
     s.record("make reads the header dependencies its goals need: a changed libxt header "
-             "remakes an exercise's object, lecture 4's kit header lecture 5's resident "
-             "program's kit objects, and libxt's own", not bad, bad)
+             "remakes an exercise's object, lecture 4's kit header the kit objects of a "
+             "lecture 5 program (its kit uses lecture 4's), and libxt's own", not bad, bad)
     control = os.path.join("build", "selftest", "Makefile.no-deps")
     os.makedirs(os.path.dirname(control), exist_ok=True)
     with open("Makefile") as f:
@@ -98,7 +98,7 @@ def test_build(s, cuda):
 # (header, goal, an object its change must remake): make -n -W asks what a change would do.
 HEADER_GOALS = [
     ("common/xt.h", "build/solutions/lc2_dp/ddp_naive", "build/solutions/lc2_dp/ddp_naive"),
-    ("solutions/lc4_tp/kit.h", "build/resident/solutions/lc5_pp/resident",
+    ("solutions/lc4_tp/kit.h", "build/solutions/lc5_pp/parallel_3d",
      "build/grader/lectures/lc4_tp/kit/"),
     ("common/xt.h", "build/common/libxt.a", "build/common/"),
 ]
