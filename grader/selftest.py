@@ -46,6 +46,7 @@ import needs  # noqa: E402
 needs.numpy()
 
 
+import builds  # noqa: E402
 import harness  # noqa: E402
 import launch  # noqa: E402
 import mutants  # noqa: E402
@@ -74,8 +75,8 @@ def test_build(s, cuda):
                  ["clang is not installed: sudo apt-get install -y clang"])
     bad = header_problems("Makefile")
     s.record("make reads the header dependencies its goals need: a changed libxt header "
-             "remakes an exercise's object, lecture 4's kit header the kit objects of a "
-             "lecture 5 program (its kit uses lecture 4's), and libxt's own", not bad, bad)
+             "remakes an exercise's object, a kit's header the objects of that kit for a "
+             "program of a lecture that uses it, and libxt's own", not bad, bad)
     control = os.path.join("build", "selftest", "Makefile.no-deps")
     os.makedirs(os.path.dirname(control), exist_ok=True)
     with open("Makefile") as f:
@@ -84,7 +85,7 @@ def test_build(s, cuda):
         f.write(re.sub(r"(?m)^-include .*$", "", text))
     found = header_problems(control)
     s.record("a Makefile that reads no dependency file is reported (negative control)",
-             len(found) == len(HEADER_GOALS), found)
+             len(found) == len(header_goals()), found)
     nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                                     if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
     if nvcc or cuda:
@@ -95,18 +96,27 @@ def test_build(s, cuda):
         s.skip("nvcc: CUDA parts", "no nvcc on this machine")
 
 
-# (header, goal, an object its change must remake): make -n -W asks what a change would do.
-HEADER_GOALS = [
-    ("common/xt.h", "build/solutions/lc2_dp/ddp_naive", "build/solutions/lc2_dp/ddp_naive"),
-    ("solutions/lc4_tp/kit.h", "build/solutions/lc5_pp/parallel_3d",
-     "build/grader/lectures/lc4_tp/kit/"),
-    ("common/xt.h", "build/common/libxt.a", "build/common/"),
-]
+def header_goals():
+    """[(header, goal, an object its change must remake)]: a libxt header and the first
+    lecture's first program, a used lecture's kit header and a program of the first lecture
+    whose kit uses it, a libxt header and libxt. make -n -W asks what a change would do."""
+    first = lectures.names()[0]
+    program = os.path.join("build", "solutions", first, lectures.exercises(first)[0])
+    goals = [("common/xt.h", program, program)]
+    for lec in lectures.names():
+        used = [u for u in builds.uses(".", lec)
+                if os.path.exists(os.path.join("solutions", u, "kit.h"))]
+        if used:
+            goals.append((os.path.join("solutions", used[0], "kit.h"),
+                          os.path.join("build", "solutions", lec, lectures.exercises(lec)[0]),
+                          os.path.join("build", "grader", "lectures", used[0], "kit") + "/"))
+            break
+    return goals + [("common/xt.h", "build/common/libxt.a", "build/common/")]
 
 
 def header_problems(makefile):
     problems = []
-    for header, goal, obj in HEADER_GOALS:
+    for header, goal, obj in header_goals():
         rc, out = sh(["make", "-n", "--no-print-directory", "-f", makefile, "-W", header, goal])
         if not re.search(r"-o " + re.escape(obj) + r"\S*\.o\b", out):
             problems.append(f"{header} changed: make -n {goal} remakes no {obj}*.o")
