@@ -255,7 +255,7 @@ def parse_args(argv=None):
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--margins", action="store_true",
                     help="after the report, each test's worst passing error as a fraction of "
-                         "its tolerance (for measuring tolerances)")
+                         "its tolerance (for measuring tolerances; also in the JSON)")
     ap.add_argument("--list", action="store_true", help="list the lectures (make lectures)")
     ap.add_argument("--readme", help="rewrite this README's table of lectures (make readme)")
     return ap.parse_args(argv)
@@ -394,11 +394,13 @@ def forbidden(req, ex_tests, source, binary):
 
 def runner_of(req, lec, ex, every, source, binary):
     args = req.args
-    return harness.Runner(
+    runner = harness.Runner(
         harness.Exercise(lec, ex, source, binary, every[ex]),
         req.seed, work_dir(req.tag, lec, ex), watchdog=args.watchdog,
         max_np=args.max_np, only=args.case, verbose=args.verbose,
         san=args.san, test_watchdogs=args.device != "emu")
+    runner.keep_margins = args.margins
+    return runner
 
 
 def ran(runner, tally):

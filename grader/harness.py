@@ -222,6 +222,7 @@ class Runner:
         self.last_launch_dir = ""  # where the latest launch's cases are
         # grade.py --margins: test name -> (worst |error| / tolerance, case label, output)
         self.margins = {}
+        self.keep_margins = False  # note_margin for each passing output (grade --margins)
         # The program the cases ran in, when not the exercise's own (a resident launch's):
         # the code addresses in its ranks' reports are that program's.
         self.ran_in = None
@@ -662,7 +663,7 @@ class Runner:
                     msg = compare(name, exp, got, tol, r, locate)
                     if msg:
                         wrong.append((r, name, msg, exp, got))
-                    else:
+                    elif self.keep_margins:
                         self.note_margin(test, label, name, exp, got, tol)
             if wrong:
                 r, name, msg, exp, got = wrong[0]
