@@ -23,6 +23,7 @@ import checked
 import compare
 import hangs
 import harness
+import launch
 import records
 import scratch
 import sanitizer
@@ -176,6 +177,7 @@ def selftest(s):
     test_cluster_configs(s)
     test_shared_mutants(s)
     test_kept_between_grades(s)
+    test_stale_file_semaphore(s)
     test_grade_profile(s)  # first: its grade leaves the files libxt wrote that read_npy reads
     test_read_npy(s)
     test_launcher_words(s)
@@ -455,6 +457,31 @@ def test_kept_between_grades(s):
              "machine, its old files gone; a tree's files whose tree is gone are removed; "
              "with a hostfile (MPIRUN_ARGS) it is on disk again, the memory freed",
              seen == [True, True, True], [seen])
+
+
+def test_stale_file_semaphore(s):
+    """A job killed inside MPI_File_open may leave Open MPI's semaphore for that file name
+    locked (OMPIO's "sm" shared file pointer, /dev/shm/sem.OMPIO_<name>); the grade's
+    launches do not use it (launch.mpi_env), so that the checkpoint exercise, whose files
+    have fixed names, still passes with such a semaphore left locked (a zeroed sem_t)."""
+    if launch.mpi_flavor()[0] != "openmpi" or not os.path.isdir("/dev/shm"):
+        s.skip("a stale MPI-IO semaphore does not hang a grade", "not Open MPI here")
+        return
+    lec, ex = lectures.find("zero_checkpoint")
+    stale = "/dev/shm/sem.OMPIO_meta.bin"
+    had = os.path.exists(stale)
+    try:
+        if not had:
+            with open(stale, "wb") as f:
+                f.write(bytes(32))  # a sem_t whose value is 0: locked
+        res = subprocess.run([sys.executable, os.path.join("grader", "grade.py"), "--lc", lec,
+                              "--sol", "--ex", ex, "--seed", "5", "--quiet"],
+                             capture_output=True, text=True, timeout=300)
+    finally:
+        if not had:
+            os.remove(stale)
+    s.record(f"a locked MPI-IO semaphore left by a killed job ({stale}) does not hang "
+             f"{ex}'s grade", res.returncode == 0, tail(res.stdout + res.stderr, 12))
 
 
 def test_grade_profile(s):

@@ -82,6 +82,13 @@ def mpi_env(extra=None):
         # Open MPI 4.1's AVX reduction kernels saturate 8-bit integer sums
         # (200 + 100 gives 255, not 44): use the plain C kernels, which wrap.
         "OMPI_MCA_op": "^avx",
+        # Open MPI's MPI-IO (OMPIO) opens every file with its "sm" shared file pointer, a
+        # POSIX semaphore named after the file's name alone (/dev/shm/sem.OMPIO_meta.bin):
+        # every job that opens a file of that name shares it, and a job killed while it
+        # holds it (a refusal's launch ends at once) leaves it locked, so that every later
+        # MPI_File_open of that name waits forever. The other components keep nothing
+        # between jobs.
+        "OMPI_MCA_sharedfp": "^sm",
     })
     # On one machine Open MPI picks its ob1 point-to-point layer (shared memory) anyway:
     # naming it spares every rank probing the others (cm's libfabric and PSM transports,
