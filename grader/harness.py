@@ -25,6 +25,7 @@ builds and scans the programs.
 """
 
 import concurrent.futures
+import copy
 import dataclasses
 import glob
 import hashlib
@@ -223,6 +224,9 @@ class Runner:
         # grade.py --margins: test name -> (worst |error| / tolerance, case label, output)
         self.margins = {}
         self.keep_margins = False  # note_margin for each passing output (grade --margins)
+        # {(test, case number, group): a future of its reference}: computed on a thread
+        # while the launch runs (compute_references_ahead), taken by check_case.
+        self.references_ahead = {}
         # The program the cases ran in, when not the exercise's own (a resident launch's):
         # the code addresses in its ranks' reports are that program's.
         self.ran_in = None
@@ -355,6 +359,17 @@ class Runner:
                     f"cd {os.getcwd()} && {env}{launch.shell_line(cmd)}\n")
         self.last_launch_dir = launch_dir
         return world, inputs, cmd, extra
+
+    def compute_references_ahead(self, pool, plan, inputs):
+        """Submits the reference of every group of every case of plan to pool (a thread
+        that works while the ranks run): each from a copy of its inputs, so that check_case,
+        which takes it, sees the inputs as a reference computed in turn would leave them."""
+        for test, case, k in plan:
+            if test.refusal:
+                continue
+            for g, inp in enumerate(inputs.get(k, [])):
+                self.references_ahead[(test.name, k, g)] = pool.submit(
+                    test.reference, case, copy.deepcopy(inp))
 
     def plan_of(self, tests):
         """[(test, case, its number)]: what one launch of tests runs."""
@@ -648,7 +663,8 @@ class Runner:
                 if fail:
                     return fail
             with clock.timed("references"):
-                expected = test.reference(case, inp)
+                ahead = self.references_ahead.pop((test.name, k, g), None)
+                expected = ahead.result() if ahead else test.reference(case, inp)
             wrong = []  # (rank, name, message, expected, got) of every wrong output
             for r in range(case.np):
                 for name, exp in expected[r].items():

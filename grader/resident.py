@@ -39,6 +39,7 @@ the resident program is linked from the gcov objects, whose counts go to each ob
 .gcda file wherever it runs.
 """
 
+import concurrent.futures
 import os
 import time
 import shutil
@@ -195,12 +196,27 @@ def launch_once(members, program, launch_dir, take_ended=False):
                 f.write(f"{m.name} {os.path.abspath(m.launch_dir)} {m.world}\n")
         os.replace(listing + ".part", listing)
         preparing[0] = time.monotonic() - start
+        for m in members:  # while the ranks run
+            m.runner.compute_references_ahead(pool, m.plan, m.inputs)
 
     # The ranks start while the cases are written: both take a few tenths of a second.
-    with clock.timed("launch"):
-        res = launch.run(cmd, timeout=timeout, env=launch.mpi_env(),
-                         log_path=os.path.join(launch_dir, "output.txt"), meanwhile=prepare)
-    clock.add("launch", -preparing[0], count=0)  # timed as the inputs and the grader's
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        with clock.timed("launch"):
+            res = launch.run(cmd, timeout=timeout, env=launch.mpi_env(),
+                             log_path=os.path.join(launch_dir, "output.txt"),
+                             meanwhile=prepare)
+        clock.add("launch", -preparing[0], count=0)  # timed as the inputs and the grader's
+        results = judge(members, program, res, take_ended)
+        for m in members:  # those of exercises not judged here (after one the launch ended in)
+            for f in m.runner.references_ahead.values():
+                f.cancel()
+            m.runner.references_ahead.clear()
+    return results
+
+
+def judge(members, program, res, take_ended):
+    """What launch_once returns, from the members' files after the launch of program ended
+    as res."""
     clean = res.returncode == 0 and not res.timed_out
 
     done, ended_in = {}, None
