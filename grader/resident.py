@@ -41,6 +41,7 @@ the resident program is linked from the gcov objects, whose counts go to each ob
 
 import concurrent.futures
 import os
+import threading
 import time
 import shutil
 
@@ -198,15 +199,36 @@ def launch_once(members, program, launch_dir, take_ended=False):
         preparing[0] = time.monotonic() - start
         for m in members:  # while the ranks run
             m.runner.compute_references_ahead(pool, m.plan, m.inputs)
+        watcher.start()
+
+    early = {}  # member's name -> the future of its judging, begun while the launch went on
+    ended = threading.Event()
+
+    def watch():
+        """Judges each exercise once the launch has gone on to the next one: its ranks
+        open the next one's status files only after every rank has come through the
+        barrier that ends its cases, so that its files are whole by then."""
+        for m, after in zip(members, members[1:]):
+            while not started(after):
+                if ended.wait(WATCH_SECONDS):
+                    return
+            early[m.name] = judging.submit(judged, m, program)
 
     # The ranks start while the cases are written: both take a few tenths of a second.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        with clock.timed("launch"):
-            res = launch.run(cmd, timeout=timeout, env=launch.mpi_env(),
-                             log_path=os.path.join(launch_dir, "output.txt"),
-                             meanwhile=prepare)
+    watcher = threading.Thread(target=watch, name="watch")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool, \
+            concurrent.futures.ThreadPoolExecutor(1) as judging:
+        try:
+            with clock.timed("launch"):
+                res = launch.run(cmd, timeout=timeout, env=launch.mpi_env(),
+                                 log_path=os.path.join(launch_dir, "output.txt"),
+                                 meanwhile=prepare)
+        finally:
+            ended.set()
+            if watcher.is_alive():
+                watcher.join()
         clock.add("launch", -preparing[0], count=0)  # timed as the inputs and the grader's
-        results = judge(members, program, res, take_ended)
+        results = judge(members, program, res, take_ended, early)
         for m in members:  # those of exercises not judged here (after one the launch ended in)
             for f in m.runner.references_ahead.values():
                 f.cancel()
@@ -214,27 +236,36 @@ def launch_once(members, program, launch_dir, take_ended=False):
     return results
 
 
-def judge(members, program, res, take_ended):
+# How often the watcher looks for the next exercise's start, in seconds.
+WATCH_SECONDS = 0.01
+
+
+def judged(m, program):
+    """(results, tests to run again) of member m from its own files, as after a launch of
+    its own that ran to its end; an exercise the launch ended in or before shows cases not
+    run."""
+    m.runner.ran_in = program
+    alone = launch.Result(0, 0.0, False, "")
+    status = read_status(m.launch_dir, m.world)
+    return m.runner.evaluate(m.tests, m.plan, m.world, m.inputs, alone, status, m.launch_dir)
+
+
+def judge(members, program, res, take_ended, early):
     """What launch_once returns, from the members' files after the launch of program ended
-    as res."""
+    as res; early: {name: future of judged(member)} of those judged while it ran."""
     clean = res.returncode == 0 and not res.timed_out
 
     done, ended_in = {}, None
     in_cases = 0.0
     for m in members:
-        m.runner.ran_in = program
-        # Each exercise judged from its own files, as after a launch of its own that ran
-        # to its end; an exercise the launch ended in or before shows cases not run.
-        alone = launch.Result(0, 0.0, False, "")
-        status = read_status(m.launch_dir, m.world)
-        results, rerun = m.runner.evaluate(m.tests, m.plan, m.world, m.inputs, alone, status,
-                                           m.launch_dir)
+        results, rerun = (early[m.name].result() if m.name in early else judged(m, program))
         ran_all = not rerun and all(r.todo_ended or r.cases_run == len(
             [1 for t, _, _ in m.plan if t is r.test]) for r in results.values())
         if not ran_all:
             ended_in = m
             if take_ended:
                 # Judged as its own launch that ended the same way: with the launch's end.
+                status = read_status(m.launch_dir, m.world)
                 results, _ = m.runner.evaluate(m.tests, m.plan, m.world, m.inputs, res,
                                                status, m.launch_dir)
                 done[m.name] = [results[t.name] for t in m.tests if t.name in results]
