@@ -214,11 +214,12 @@ def launch_once(members, program, launch_dir, take_ended=False):
                     return
             early[m.name] = judging.submit(judged, m, program)
 
-    # The ranks start while the cases are written: both take a few tenths of a second.
     watcher = threading.Thread(target=watch, name="watch")
     with concurrent.futures.ThreadPoolExecutor(1) as pool, \
             concurrent.futures.ThreadPoolExecutor(1) as judging:
         try:
+            # The ranks start while the cases are written (both take a few tenths of a
+            # second); the references are computed, and each exercise judged, as they run.
             with clock.timed("launch"):
                 res = launch.run(cmd, timeout=timeout, env=launch.mpi_env(),
                                  log_path=os.path.join(launch_dir, "output.txt"),
