@@ -83,15 +83,12 @@ def _sweep(where):
     for name in names:
         d = os.path.join(where, name)
         try:
+            if time.time() - os.stat(d).st_mtime < 60:
+                continue  # being made by another grade, which links it next
             with open(os.path.join(d, OWNER)) as f:
                 tree = f.read().strip()
         except OSError:
             tree = ""
-            try:
-                if time.time() - os.stat(d).st_mtime < 60:
-                    continue  # being made by another grade: its owner comes next
-            except OSError:
-                continue
         link = os.path.join(tree, LINK) if tree else ""
         try:
             mine = bool(tree) and os.readlink(link) == os.path.join(d, "grade")
@@ -146,6 +143,7 @@ def arrange(root):
     target = target_of(root, where)
     link = os.path.join(root, LINK)
     try:
+        _sweep(where)  # the files of trees that are gone
         current = os.readlink(link) if os.path.islink(link) else None
         if current == target and os.path.isdir(target):
             if keep and _free(where) < keep:
@@ -155,7 +153,6 @@ def arrange(root):
             _unlink(root)
             return
         os.makedirs(where, mode=0o700, exist_ok=True)
-        _sweep(where)
         _make_link(target, root)
     except OSError:
         _unlink(root)  # anything odd: the disk, as before
