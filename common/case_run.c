@@ -31,8 +31,9 @@
  * multiple of np) ends its run in xt_die, and an exercise not yet written
  * ends it at its XT_TODO. In a resident launch the case's line may say
  * refuse=<the exercise's file>, and an xt_die from that file ends only the
- * case on that rank; or todo=1, and an XT_TODO does (run_ending_early). The
- * rank then writes its record and goes on to the next case. A rank the
+ * case on that rank; or todo=<its test>, and an XT_TODO does
+ * (run_ending_early). The rank then writes its record and goes on to the
+ * next case; the test's later cases are skipped on every rank. A rank the
  * others wait for in vain is the watchdog's, as any hang.
  *
  * What the function prints, on stdout or stderr, goes to the case's output
@@ -52,14 +53,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A barrier that sleeps while it waits, so idle ranks leave the cores to busy ones. */
-static void quiet_barrier(void)
+/* Waits for r, sleeping while it waits, so that idle ranks leave the cores to busy ones. */
+static void quiet_wait(MPI_Request *r)
 {
-    MPI_Request r;
-    PMPI_Ibarrier(MPI_COMM_WORLD, &r);
     int done = 0;
     for (int spin = 0;; spin++) {
-        PMPI_Test(&r, &done, MPI_STATUS_IGNORE);
+        PMPI_Test(r, &done, MPI_STATUS_IGNORE);
         if (done)
             return;
         if (spin < 50) {
@@ -69,6 +68,23 @@ static void quiet_barrier(void)
             nanosleep(&ts, NULL);
         }
     }
+}
+
+static void quiet_barrier(void)
+{
+    MPI_Request r;
+    PMPI_Ibarrier(MPI_COMM_WORLD, &r);
+    quiet_wait(&r);
+}
+
+/* A barrier that also tells whether any rank came with a nonzero flag. */
+static int quiet_any(int mine)
+{
+    int any = 0;
+    MPI_Request r;
+    PMPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r);
+    quiet_wait(&r);
+    return any;
 }
 
 static int parse_line(char *line, xt_case *c)
@@ -222,6 +238,11 @@ void xt_run_cases(void (*run_case)(xt_case *c))
     /* Here, and not at start-up, so that the other ranks wait in the sleeping barrier
      * below rather than spin in a collective. */
     xti_debug_wait();
+    /* In a resident launch a case's line may say todo=<its test>: once a case of that test
+     * ended at an XT_TODO on any rank, every rank skips the test's other cases, which its
+     * own launch, ended by the TODO, would not have run (the grader reports them NOT RUN). */
+    const char *skip_todo = NULL, *previous_todo = NULL;
+    int ended_at_todo = 0;
     for (int i = 0; i < nlines; i++) {
         xt_case c = {0};
         c.line = strdup(lines[i]);
@@ -235,12 +256,17 @@ void xt_run_cases(void (*run_case)(xt_case *c))
             if (groups[g].np == c.np)
                 group = groups[g].comm;
 
-        quiet_barrier();
+        if (quiet_any(ended_at_todo))
+            skip_todo = previous_todo;
+        ended_at_todo = 0;
+        const char *todo_of = xti.resident ? xti_case_param(&c, "todo") : NULL;
+        previous_todo = todo_of;
+        int skipped = todo_of && skip_todo && strcmp(todo_of, skip_todo) == 0;
         xti.case_index = c.index;
         const char *wd = xti_case_param(&c, "watchdog");
         xt_watchdog_arm(wd ? atof(wd) : xti.watchdog_limit);
 
-        if (group == MPI_COMM_NULL) {
+        if (group == MPI_COMM_NULL || skipped) {
             atomic_store(&xti.phase, XTI_PHASE_IDLE);
             free(c.line);
             continue;
@@ -270,6 +296,7 @@ void xt_run_cases(void (*run_case)(xt_case *c))
             xti.compute = NULL;
             xti.compute_at = -1;
         }
+        ended_at_todo = ended == XTI_CASE_TODO;
         double seconds = xti_now() - t0;
         atomic_store(&xti.phase, XTI_PHASE_DONE);
         output_end(out_fd, out);

@@ -131,7 +131,7 @@ typedef struct {
      * case_exit) instead of the run, so that the launch goes on to the next case: an
      * xt_die from refusal_file, in a case the exercise must refuse (its line's
      * refuse=<file>; NULL otherwise), and an XT_TODO while todo_ends_case is set, in a case
-     * of an exercise not yet written (its line's todo=1). */
+     * of an exercise not yet written (its line's todo=<its test>). */
     const char *refusal_file;
     int todo_ends_case;
     jmp_buf case_exit;

@@ -548,7 +548,7 @@ def verdicts_of(data):
 
 def test_resident(s):
     """Resident launches (grader/resident.py): lecture 7, whose exercises use four world
-    sizes, with exercises written in part (their cases' XT_TODO ends only the case, todo=1):
+    sizes, with exercises written in part (their cases' XT_TODO ends only the case, todo=<test>):
     topk_gradient's backward left (OK then TODO: taken from the shared launch),
     moe_backward untouched (TODO, taken), gate_sigmoid's middle function left (OK, TODO, OK:
     graded again alone, where its last test starts afresh) and moe_overlap's TODO reached by

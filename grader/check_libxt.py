@@ -668,17 +668,19 @@ def test_resident_refusal(s):
     it no more); the controls name another file, or leave todo=1 out, and the run ends."""
     source = os.path.join("common", "tests", "test_resident.c")
     problems = []
-    for exercise, line, kind, text, carries_on in (
-            ("refuse", f"die=7 refuse={source}", "ERROR", "refused case 7", True),
-            ("refuse", "die=7 refuse=another/exercise.c", "ERROR", "refused case 7", False),
-            ("todo", "stop=1 todo=1", "TODO", "not written", True),
-            ("todo", "stop=1", "TODO", "not written", False)):
+    for exercise, line, kind, text, carries_on, next_line in (
+            ("refuse", f"die=7 refuse={source}", "ERROR", "refused case 7", True, ""),
+            ("refuse", "die=7 refuse=another/exercise.c", "ERROR", "refused case 7", False,
+             ""),
+            ("todo", "stop=1 todo=1", "TODO", "not written", True, "todo=2"),
+            ("todo", "stop=1", "TODO", "not written", False, "")):
         d = fresh("resident_early_end")
         cdir = os.path.join(d, exercise)
         for k in (0, 1):
             os.makedirs(os.path.join(cdir, f"c{k}"))
         with open(os.path.join(cdir, "cases.txt"), "w") as f:
-            f.write(f"case 0 np=2 fn={exercise} {line}\ncase 1 np=2 fn={exercise}\n")
+            f.write(f"case 0 np=2 fn={exercise} {line}\ncase 1 np=2 fn={exercise} "
+                    f"{next_line}\n")
         with open(os.path.join(d, "list.txt"), "w") as f:
             f.write(f"{exercise} {os.path.abspath(cdir)} 2\n")
         r = mpirun(2, [os.path.join(TESTS_BIN, "test_resident"), "--out", d, "--resident",
@@ -702,6 +704,27 @@ def test_resident_refusal(s):
              "TODO on record, the next case runs, the stopped case's block no longer "
              "counted); naming another file, or without todo=1, the run ends (controls)",
              not problems, problems)
+
+    # After a case of test 1 stopped at its XT_TODO, test 1's next case is skipped on every
+    # rank (its own launch would have ended), and the launch goes on; test 2's runs (above).
+    d = fresh("resident_todo_skip")
+    cdir = os.path.join(d, "todo")
+    for k in (0, 1, 2):
+        os.makedirs(os.path.join(cdir, f"c{k}"))
+    with open(os.path.join(cdir, "cases.txt"), "w") as f:
+        f.write("case 0 np=2 fn=todo stop=1 todo=1\ncase 1 np=2 fn=todo todo=1\n"
+                "case 2 np=2 fn=todo todo=2\n")
+    with open(os.path.join(d, "list.txt"), "w") as f:
+        f.write(f"todo {os.path.abspath(cdir)} 2\n")
+    r = mpirun(2, [os.path.join(TESTS_BIN, "test_resident"), "--out", d, "--resident",
+                   os.path.join(d, "list.txt")])
+    ran = [all(records.read_record(records.outputs_path(os.path.join(cdir, f"c{k}"), 0, r_))
+               is not None for r_ in range(2)) for k in (1, 2)]
+    s.record("resident launch: once a case of a test stopped at its XT_TODO (todo=<test>), "
+             "every rank skips that test's other cases, and runs the next test's",
+             r.returncode == 0 and ran == [False, True],
+             [f"exit {r.returncode}, case 1 (test 1) ran: {ran[0]}, case 2 (test 2) ran: "
+              f"{ran[1]}"] + tail(r.output, 6))
 
 
 def selftest(s):

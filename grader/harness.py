@@ -312,11 +312,14 @@ class Runner:
         shared: for a resident launch, where a refusal case ends only itself (its line
         names the exercise's file, refuse=..., and its watchdog is short: a refusal is
         the first thing the function does); with todo (an exercise whose object still
-        calls xt_todo_at), every case's XT_TODO ends only that case (todo=1), on the same
-        short watchdog: a rank left waiting for one that stopped there is found soon."""
+        calls xt_todo_at), every case's XT_TODO ends only that case (todo=<its test's
+        number>, from 1), on the same short watchdog: a rank left waiting for one that
+        stopped there is found soon; and the ranks skip the test's other cases, which its
+        own launch would not have run (case_run.c)."""
         os.makedirs(launch_dir, exist_ok=True)
         world = self.graded_world(plan)
         inputs = {}
+        todo_numbers = {}  # test -> its number on the todo= of its cases' lines
         lines = ["# xt cases: case <k> np=<n> fn=<function> key=value ..."]
         for test, case, k in plan:
             cdir = os.path.join(launch_dir, f"c{k}")
@@ -336,7 +339,8 @@ class Runner:
                 params += f" refuse={self.ex.source}"
                 wd = min(wd, EARLY_END_WATCHDOG)
             if shared and todo:
-                params += " todo=1"
+                number = todo_numbers.setdefault(test.name, len(todo_numbers) + 1)
+                params += f" todo={number}"
                 wd = min(wd, EARLY_END_WATCHDOG)
             lines.append(f"case {k} np={case.np} {params} watchdog={wd:g}")
         with open(os.path.join(launch_dir, "cases.txt"), "w") as f:
