@@ -67,6 +67,13 @@ def library_version(program):
     return library_name(out.stdout) if out.returncode == 0 else ""
 
 
+def on_this_machine():
+    """Whether every rank runs on this machine: no hostfile or other launcher arguments
+    (MPIRUN_ARGS), no other launcher (XT_LAUNCHER)."""
+    return not (os.environ.get("MPIRUN_ARGS", "").strip()
+                or os.environ.get("XT_LAUNCHER", "").strip())
+
+
 def mpi_env(extra=None):
     """The environment a launch needs: as root, oversubscribed, quiet."""
     env = dict(os.environ)
@@ -94,8 +101,7 @@ def mpi_env(extra=None):
     # naming it spares every rank probing the others (cm's libfabric and PSM transports,
     # UCX), a fifth of an 8-rank launch (0.89 -> 0.73 s), and gives every machine the same
     # buffering. A hostfile or another launcher (MPIRUN_ARGS, XT_LAUNCHER) chooses its own.
-    if not (os.environ.get("MPIRUN_ARGS", "").strip()
-            or os.environ.get("XT_LAUNCHER", "").strip()):
+    if on_this_machine():
         env.setdefault("OMPI_MCA_pml", "ob1")
     # Ranks share the cores: OpenBLAS need not start a thread per core in each
     # (xt_gemm also runs it single-threaded).

@@ -23,6 +23,8 @@ import os
 import shutil
 import time
 
+import launch
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINK = os.path.join("build", "grade")
 MIN_FREE = 4 << 30   # bytes free on the tmpfs for a grade to begin using it
@@ -30,11 +32,6 @@ KEEP_FREE = 1 << 30  # and for one to go on using it
 OWNER = "tree"       # in each digest's directory: the path of the tree it belongs to
 
 _done = []
-
-
-def local_launch():
-    return not (os.environ.get("MPIRUN_ARGS", "").strip()
-                or os.environ.get("XT_LAUNCHER", "").strip())
 
 
 def _tmpfs(path):
@@ -59,7 +56,7 @@ def base():
     """The directory the digests go in, and the least room it must have free (0: no
     matter), or (None, 0) for build/grade on disk."""
     choice = os.environ.get("XT_SCRATCH", "").strip()
-    if choice == "disk" or not local_launch():
+    if choice == "disk" or not launch.on_this_machine():
         return None, 0
     if choice:
         return os.path.abspath(choice), 0
