@@ -144,6 +144,19 @@ def check_values(want, n, cdir):
     return "", worst
 
 
+def round_records(want, n, work, k, what):
+    """(every rank's record of round k, the worst error of y as a share of its bound, "")
+    when each rank wrote one and y matches the reference; else (None, None, what failed)."""
+    cdir = os.path.join(work, f"c{k}")
+    recs = [records.read_record(records.outputs_path(cdir, 0, r)) for r in range(n)]
+    if any(rec is None for rec in recs):
+        return None, None, f"{what}: a rank wrote no record"
+    wrong, margin = check_values(want, n, cdir)
+    if wrong:
+        return None, None, f"{what}: {wrong}"
+    return recs, margin, ""
+
+
 # -------------------------------------------------------------------- launch
 
 
@@ -196,13 +209,9 @@ def measure(name, case, inputs, want, rounds, warmup, args, binary, work, env):
     per, worst, errors = [], 0.0, []
     bytes_want = traffic(case, inputs)
     for k in range(warmup + rounds):
-        cdir = os.path.join(work, f"c{k}")
-        recs = [records.read_record(records.outputs_path(cdir, 0, r)) for r in range(n)]
-        if any(rec is None for rec in recs):
-            return None, [f"{what}: a rank wrote no record"], None
-        wrong, margin = check_values(want, n, cdir)
-        if wrong:
-            return None, [f"{what}: {wrong}"], None
+        recs, margin, failed = round_records(want, n, work, k, what)
+        if failed:
+            return None, [failed], None
         worst = max(worst, margin)
         broken = overlap.ovl_traffic(case, inputs, recs)
         sent = [sent_bytes(rec) for rec in recs]
@@ -305,13 +314,9 @@ def measure_dispatch(name, case, inputs, want, rounds, warmup, args, binary, wor
     defined = [a if name == "two-hop" else g for a, g in across_nodes(case, inputs)]
     steps = []
     for k in range(warmup + rounds):
-        cdir = os.path.join(work, f"c{k}")
-        recs = [records.read_record(records.outputs_path(cdir, 0, r)) for r in range(n)]
-        if any(rec is None for rec in recs):
-            return None, [f"{what}: a rank wrote no record"], None
-        wrong, _ = check_values(want, n, cdir)
-        if wrong:
-            return None, [f"{what}: {wrong}"], None
+        recs, _, failed = round_records(want, n, work, k, what)
+        if failed:
+            return None, [failed], None
         if name == "two-hop":
             sent = [sum(e.bytes for e in rec.sends() if e.case_peer >= 0 and
                         e.case_peer // L != r // L) for r, rec in enumerate(recs)]
