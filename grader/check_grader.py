@@ -357,7 +357,8 @@ def test_launcher_words(s):
 def test_kept_between_grades(s):
     """What the grader keeps from one grade to the next, each proved able to miss: the
     passes of its self-checks (checked.once), the stack-scratch compile (builds.
-    compile_once), and build/grade in memory (scratch)."""
+    compile_once), nm's symbols (builds.undefined_symbols), and build/grade in memory
+    (scratch)."""
     work = os.path.abspath(fresh("kept"))
     calls = []
 
@@ -457,6 +458,50 @@ def test_kept_between_grades(s):
              "machine, its old files gone; a tree's files whose tree is gone are removed; "
              "with a hostfile (MPIRUN_ARGS) it is on disk again, the memory freed",
              seen == [True, True, True], [seen])
+
+
+def test_local_launch_env(s):
+    """What a launch names for Open MPI only where every rank runs on this machine (ob1,
+    hwloc without its I/O discovery), never over a hostfile or another launcher, and never
+    over the user's own choice."""
+    keys = ("MPIRUN_ARGS", "XT_LAUNCHER", "OMPI_MCA_pml", "HWLOC_COMPONENTS")
+    saved = {k: os.environ.get(k) for k in keys}
+    seen = []
+    try:
+        for k in keys:
+            os.environ.pop(k, None)
+        for setting in ({}, {"MPIRUN_ARGS": "--hostfile hosts"},
+                        {"XT_LAUNCHER": "srun -n {np}"}, {"HWLOC_COMPONENTS": "-cuda"}):
+            os.environ.update(setting)
+            env = launch.mpi_env()
+            seen.append((env.get("OMPI_MCA_pml"), env.get("HWLOC_COMPONENTS")))
+            for k in setting:
+                os.environ.pop(k)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    want = [("ob1", "-pci,-linuxio"), (None, None), (None, None), ("ob1", "-cuda")]
+    s.record("a launch on this machine names ob1 and leaves out hwloc's I/O discovery; over "
+             "a hostfile or another launcher it does neither; the user's own setting stays",
+             seen == want, [f"got {seen}", f"expected {want}"])
+
+
+def test_launch_waits(s):
+    """launch.run with its output in a file (launch.wait_exact): a launch that ends is
+    reported with its code and output; one that outlives its time limit is timed out and
+    killed, with every process it started."""
+    log = os.path.join(fresh("waits"), "output.txt")
+    ended = launch.run(["sh", "-c", "echo said; exit 3"], timeout=30, log_path=log)
+    hung = launch.run(["sh", "-c", "sleep 29.25 & sleep 29.25"], timeout=0.5, log_path=log)
+    left = subprocess.run(["pgrep", "-f", "^sleep 29.25$"], capture_output=True,
+                          text=True).stdout
+    got = [(ended.returncode, ended.timed_out, ended.output), (hung.timed_out, left)]
+    s.record("a launch whose output goes to a file: its end is reported with its code and "
+             "output; past its time limit it is timed out, nothing it started left",
+             got == [(3, False, "said\n"), (True, "")], [got])
 
 
 def test_stale_file_semaphore(s):
