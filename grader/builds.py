@@ -114,19 +114,65 @@ def harness_only():
 
 # obj -> (its modification time, the symbols it uses and does not define), as nm -u gave them.
 _UNDEFINED = {}
+# nm's answers kept between grades, one file per object's bytes (an object is rebuilt, not
+# edited, so its digest names it; a grade scans a lecture's objects in 0.05 s otherwise).
+NM_CACHE = os.path.join("build", "cache", "nm")
+NM_CACHE_FILES = 5000  # past this many, the cache starts afresh
+
+
+def _object_digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha1(f.read()).hexdigest()
+
+
+def _kept_symbols(digest):
+    try:
+        with open(os.path.join(NM_CACHE, digest)) as f:
+            return f.read().split()
+    except OSError:
+        return None
+
+
+def _keep_symbols(found, digests):
+    try:
+        os.makedirs(NM_CACHE, exist_ok=True)
+        if len(os.listdir(NM_CACHE)) > NM_CACHE_FILES:
+            for old in os.listdir(NM_CACHE):
+                os.remove(os.path.join(NM_CACHE, old))
+        for o, symbols in found.items():
+            kept = os.path.join(NM_CACHE, digests[o])
+            with open(f"{kept}.{os.getpid()}", "w") as f:
+                f.write("\n".join(symbols))
+            os.replace(f"{kept}.{os.getpid()}", kept)
+    except OSError:
+        pass  # a tree one cannot write to scans again next time
 
 
 def undefined_symbols(objs):
     """{obj: [the symbols it uses and does not define]} for every object of objs that
-    exists, from one nm for all those not seen since they were last built (a lecture's
-    exercises are scanned in one process: each nm costs as much as its scan)."""
+    exists, from one nm for all those neither seen since they were last built nor scanned
+    before with these very bytes (build/cache/nm/: a lecture's exercises are scanned in one
+    process, each nm costing as much as its scan)."""
     stamp = {}
     for o in objs:
         try:
             stamp[o] = os.stat(o).st_mtime_ns
         except OSError:
             pass
-    stale = [o for o in stamp if _UNDEFINED.get(o, (None,))[0] != stamp[o]]
+    digests = {}
+    stale = []
+    for o in stamp:
+        if _UNDEFINED.get(o, (None,))[0] == stamp[o]:
+            continue
+        try:
+            digests[o] = _object_digest(o)
+        except OSError:
+            continue
+        kept = _kept_symbols(digests[o])
+        if kept is None:
+            stale.append(o)
+        else:
+            _UNDEFINED[o] = (stamp[o], kept)
     if stale:
         try:
             with clock.timed("nm"):
@@ -145,6 +191,8 @@ def undefined_symbols(objs):
                 found[current].append(words[-1].split("@")[0])
         for o in stale:
             _UNDEFINED[o] = (stamp[o], found[o])
+        if out.returncode == 0:
+            _keep_symbols(found, digests)
     return {o: _UNDEFINED[o][1] for o in stamp if o in _UNDEFINED}
 
 

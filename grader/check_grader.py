@@ -177,6 +177,8 @@ def selftest(s):
     test_cluster_configs(s)
     test_shared_mutants(s)
     test_kept_between_grades(s)
+    test_local_launch_env(s)
+    test_launch_waits(s)
     test_stale_file_semaphore(s)
     test_grade_profile(s)  # first: its grade leaves the files libxt wrote that read_npy reads
     test_read_npy(s)
@@ -423,6 +425,44 @@ def test_kept_between_grades(s):
              "compiled again, a changed header is, and a failed compile is never kept",
              first == second and first[0] == 0 and "[-Wvla]" in first[1] and failed[0] != 0
              and runs == [1, 2, 4], [first, second, failed, runs])
+
+    # An nm that notes each run, ahead of the real one on PATH.
+    bindir, obj = os.path.join(work, "bin"), os.path.join(work, "u.o")
+    os.makedirs(bindir)
+    nm_log, real_nm = os.path.join(work, "nm.log"), shutil.which("nm")
+    with open(os.path.join(bindir, "nm"), "w") as f:
+        f.write(f"#!/bin/sh\necho run >> {nm_log}\nexec {real_nm} \"$@\"\n")
+    os.chmod(os.path.join(bindir, "nm"), 0o755)
+
+    def build_object(call):
+        with open(os.path.join(work, "u.c"), "w") as f:
+            f.write(f"#include <stdlib.h>\nvoid u(void) {{ {call}; }}\n")
+        subprocess.run(["cc", "-c", os.path.join(work, "u.c"), "-o", obj], check=True)
+
+    def scan():  # as a new grade would: nothing in its memory
+        builds._UNDEFINED.clear()
+        got = builds.undefined_symbols([obj])[obj]
+        return got, open(nm_log).read().count("run") if os.path.exists(nm_log) else 0
+
+    saved_nm = builds.NM_CACHE, dict(builds._UNDEFINED), os.environ["PATH"]
+    builds.NM_CACHE = os.path.join(work, "nm")
+    os.environ["PATH"] = bindir + os.pathsep + os.environ["PATH"]
+    scans = []
+    try:
+        build_object("abort()")
+        scans += [scan(), scan()]
+        build_object("abort()")  # the same bytes, built again
+        scans.append(scan())
+        build_object("exit(1)")
+        scans.append(scan())
+    finally:
+        builds.NM_CACHE, os.environ["PATH"] = saved_nm[0], saved_nm[2]
+        builds._UNDEFINED.clear()
+        builds._UNDEFINED.update(saved_nm[1])
+    s.record("nm's symbols of an object are kept between grades: the same bytes (even built "
+             "again) are not scanned again, another object's are",
+             [(("abort" in g) + 2 * ("exit" in g), n) for g, n in scans]
+             == [(1, 1), (1, 1), (1, 1), (2, 2)], [scans])
 
     tree, shm = os.path.join(work, "tree"), os.path.join(work, "shm")
     os.makedirs(os.path.join(tree, "build", "grade", "old"))
