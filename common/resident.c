@@ -12,8 +12,9 @@
  *     <exercise> <cases dir> <world>
  *
  * and starts `mpirun -np W resident --out DIR --resident LIST`, W the
- * largest world of the list: it starts the ranks first, and writes the list and
- * every exercise's cases while they start, so that the ranks wait for the list. For each line, every rank calls the
+ * largest world of the list: it starts the ranks first, and writes every
+ * exercise's cases and its line of the list while they start and run (the
+ * list grows: see list_reader). For each line, every rank calls the
  * exercise's main with `--cases <dir>`; its xt_main finds MPI and libxt up
  * and runs the cases as that program's own launch would, on the same groups
  * of the same world, writing the same files; the ranks above its world idle
@@ -33,6 +34,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +43,87 @@
 
 typedef int (*entry_fn)(int argc, char **argv);
 
-/* How long the ranks wait for the grader's list of exercises: it is written in well under
- * a second, and the grader ends the launch if it fails to. */
+/* How long the ranks wait for the grader's next line of the list: each is written in
+ * well under a second, and the grader ends the launch if it fails to. */
 enum { LIST_WAIT_MS = 120 * 1000 };
+
+/* The list, read as the grader writes it. The grader writes LIST.part a line at a time,
+ * each exercise's line once its cases are whole, so that the first exercise runs while
+ * the grader still writes the next one's inputs, and renames it LIST once whole. A list
+ * already whole (LIST itself: a launch run again) is read as it is. */
+typedef struct {
+    const char *path;
+    int fd;
+    int whole; /* nothing more will be written to it */
+    size_t len;
+    char buf[8192];
+} list_reader;
+
+static void sleep_ms(void)
+{
+    nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+}
+
+static void list_open(list_reader *r, const char *path)
+{
+    char part[4200];
+    snprintf(part, sizeof part, "%s.part", path);
+    r->path = path;
+    r->len = 0;
+    for (int waited_ms = 0;; waited_ms++) {
+        /* LIST before LIST.part: the grader renames the one into the other. */
+        if ((r->fd = open(path, O_RDONLY)) >= 0) {
+            r->whole = 1;
+            return;
+        }
+        if ((r->fd = open(part, O_RDONLY)) >= 0) {
+            r->whole = 0;
+            return;
+        }
+        XT_CHECK(waited_ms < LIST_WAIT_MS, "%s did not appear within %d s: %s", path,
+                 LIST_WAIT_MS / 1000, strerror(errno));
+        sleep_ms();
+    }
+}
+
+/* The list's next line (without its newline) into line; 0 at its end. */
+static int list_next(list_reader *r, char *line, size_t size)
+{
+    for (int waited_ms = 0;;) {
+        char *nl = memchr(r->buf, '\n', r->len);
+        if (nl) {
+            size_t n = (size_t)(nl - r->buf);
+            snprintf(line, size, "%.*s", (int)n, r->buf);
+            memmove(r->buf, nl + 1, r->len - n - 1);
+            r->len -= n + 1;
+            return 1;
+        }
+        XT_CHECK(r->len < sizeof r->buf, "%s: a line longer than %zu bytes", r->path,
+                 sizeof r->buf);
+        ssize_t got = read(r->fd, r->buf + r->len, sizeof r->buf - r->len);
+        XT_CHECK(got >= 0, "cannot read %s: %s", r->path, strerror(errno));
+        if (got > 0) {
+            r->len += (size_t)got;
+            continue;
+        }
+        if (r->whole) { /* a last line without its newline */
+            if (r->len == 0)
+                return 0;
+            snprintf(line, size, "%.*s", (int)r->len, r->buf);
+            r->len = 0;
+            return 1;
+        }
+        /* Renamed: what was written before the rename is all there is; read it out. */
+        if (access(r->path, F_OK) == 0) {
+            r->whole = 1;
+            continue;
+        }
+        XT_CHECK(waited_ms < LIST_WAIT_MS, "%s.part: no next line within %d s", r->path,
+                 LIST_WAIT_MS / 1000);
+        sleep_ms();
+        waited_ms++;
+    }
+}
 
 static entry_fn find_entry(const char *exercise)
 {
@@ -65,21 +145,16 @@ int xt_resident_main(int argc, char **argv)
              "<world>' a line (docs/grader.md)",
              argv[0]);
     /* The grader starts the ranks first and writes the list while they start (their
-     * MPI_Init and its inputs take about as long), renaming it into place whole. */
-    for (int waited_ms = 0; access(list, R_OK) != 0; waited_ms++) {
-        XT_CHECK(waited_ms < LIST_WAIT_MS, "%s did not appear within %d s: %s", list,
-                 LIST_WAIT_MS / 1000, strerror(errno));
-        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
-    }
-    FILE *f = fopen(list, "r");
-    XT_CHECK(f, "cannot open %s: %s", list, strerror(errno));
+     * MPI_Init and its inputs take about as long). */
+    list_reader reader;
+    list_open(&reader, list);
 
     const char *launch_dir = xti.out_dir;
     int launch_status = xti.status_fd;
     int launch_argc = xti.argc;
     char **launch_argv = xti.argv;
     char line[4096];
-    while (fgets(line, sizeof line, f)) {
+    while (list_next(&reader, line, sizeof line)) {
         char exercise[256], dir[3800];
         int world;
         if (line[0] == '#' || sscanf(line, "%255s %3799s %d", exercise, dir, &world) != 3)
@@ -107,7 +182,7 @@ int xt_resident_main(int argc, char **argv)
         xti.argc = launch_argc;
         xti.argv = launch_argv;
     }
-    fclose(f);
+    close(reader.fd);
     xt_finalize();
     return 0;
 }

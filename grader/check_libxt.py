@@ -605,6 +605,65 @@ def test_mem(s):
                  f"({time.monotonic() - start:.1f} s)")
 
 
+def resident_cases(d, plan):
+    """Each exercise's cases under d, for plan {exercise: (world, [(case, np)])}; the lines
+    of a resident launch's list that name them."""
+    lines = []
+    for name, (world, cases) in plan.items():
+        cdir = os.path.join(d, name)
+        os.makedirs(cdir)
+        with open(os.path.join(cdir, "cases.txt"), "w") as c:
+            c.writelines(f"case {k} np={np_} fn={name}\n" for k, np_ in cases)
+        for k, _ in cases:
+            os.makedirs(os.path.join(cdir, f"c{k}"))
+        lines.append(f"{name} {os.path.abspath(cdir)} {world}\n")
+    return lines
+
+
+def test_resident_growing_list(s):
+    """The list as the grader writes it (common/resident.c): LIST.part a line at a time,
+    renamed LIST once whole. The ranks run the first exercise before the second one's line
+    exists, and act on no line before its end: the second line is written in two parts,
+    its world last, and its exercise must still run in a world of 2."""
+    d = fresh("resident_growing")
+    plan = {"leak": (4, [(0, 2)]), "world": (2, [(0, 1), (1, 2)])}
+    first, second = resident_cases(d, plan)
+    listing = os.path.join(d, "list.txt")
+    problems = []
+
+    def write_as_it_grows():
+        with open(listing + ".part", "w") as f:
+            f.write("# <exercise> <cases dir> <world>\n" + first)
+            f.flush()
+            deadline = time.monotonic() + 30
+            while not os.path.exists(os.path.join(d, "leak", "status.r0.txt")):
+                if time.monotonic() > deadline:
+                    problems.append("the first exercise did not start within 30 s of its "
+                                    "line, before the list was whole")
+                    break
+                time.sleep(0.005)
+            head, world = second.rsplit(" ", 1)
+            f.write(head + " ")
+            f.flush()
+            time.sleep(0.05)
+            f.write(world)
+        os.replace(listing + ".part", listing)
+
+    cmd = launch.mpirun_command(4, [os.path.join(TESTS_BIN, "test_resident"), "--out", d,
+                                    "--resident", listing])
+    r = launch.run(cmd, timeout=60, meanwhile=write_as_it_grows)
+    if r.returncode != 0:
+        problems += tail(r.output)
+    got = sorted(os.path.basename(p).split(".")[0] for p in
+                 glob.glob(os.path.join(d, "world", "c0", "g*.r0.outputs")))
+    if got != ["g0", "g1"]:
+        problems.append(f"world, case 0: groups {got}, expected g0 g1 of a world of 2 (its "
+                        f"line read whole)")
+    s.record("resident launch: a list read as it grows, the first exercise run before the "
+             "second one's line exists, a line acted on only once whole", not problems,
+             problems)
+
+
 def test_resident(s):
     """A resident launch (common/resident.c): two exercises of common/tests/test_resident.c
     in one 4-rank launch, the second in a world of 2. Each writes into its own directory;
@@ -615,14 +674,7 @@ def test_resident(s):
     plan = {"leak": (4, [(0, 2), (1, 2)]), "world": (2, [(0, 1), (1, 2)])}
     with open(os.path.join(d, "list.txt"), "w") as f:
         f.write("# <exercise> <cases dir> <world>\n")
-        for name, (world, cases) in plan.items():
-            cdir = os.path.join(d, name)
-            os.makedirs(cdir)
-            with open(os.path.join(cdir, "cases.txt"), "w") as c:
-                c.writelines(f"case {k} np={np_} fn={name}\n" for k, np_ in cases)
-            for k, _ in cases:
-                os.makedirs(os.path.join(cdir, f"c{k}"))
-            f.write(f"{name} {os.path.abspath(cdir)} {world}\n")
+        f.writelines(resident_cases(d, plan))
     r = mpirun(4, [os.path.join(TESTS_BIN, "test_resident"), "--out", d, "--resident",
                    os.path.join(d, "list.txt")])
     problems = [] if r.returncode == 0 else tail(r.output)
@@ -657,6 +709,7 @@ def test_resident(s):
     s.record("resident launch: two exercises in one launch, each in its own directory and "
              "world (the ranks above it idle), the first one's leaked memory counted in its "
              "own cases (control) and in none of the second's", not problems, problems)
+    test_resident_growing_list(s)
     test_resident_refusal(s)
 
 

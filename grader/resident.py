@@ -186,15 +186,17 @@ def launch_once(members, program, launch_dir, take_ended=False):
     preparing = [0.0]
 
     def prepare():
-        """Every member's cases, then the list, whole (the ranks wait for it: resident.c)."""
+        """Every member's cases, its line of the list after them, so that the ranks run
+        each exercise as soon as its cases are whole; then the list is renamed whole
+        (resident.c reads it as it grows)."""
         start = time.monotonic()
-        for m in members:
-            m.prepare()
         with open(listing + ".part", "w") as f:
             f.write("# <exercise> <cases dir> <world>: what the resident program runs, in "
                     "order\n")
             for m in members:
+                m.prepare()
                 f.write(f"{m.name} {os.path.abspath(m.launch_dir)} {m.world}\n")
+                f.flush()
         os.replace(listing + ".part", listing)
         preparing[0] = time.monotonic() - start
         for m in members:  # while the ranks run
