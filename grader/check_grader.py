@@ -31,7 +31,7 @@ import mutants
 import spec
 import stubgen
 import lectures
-from testkit import fresh, mutant_tree, tail, WORK
+from testkit import environment_kept, fresh, mutant_tree, tail, WORK
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -444,19 +444,20 @@ def test_kept_between_grades(s):
         got = builds.undefined_symbols([obj])[obj]
         return got, open(nm_log).read().count("run") if os.path.exists(nm_log) else 0
 
-    saved_nm = builds.NM_CACHE, dict(builds._UNDEFINED), os.environ["PATH"]
+    saved_nm = builds.NM_CACHE, dict(builds._UNDEFINED)
     builds.NM_CACHE = os.path.join(work, "nm")
-    os.environ["PATH"] = bindir + os.pathsep + os.environ["PATH"]
     scans = []
     try:
-        build_object("abort()")
-        scans += [scan(), scan()]
-        build_object("abort()")  # the same bytes, built again
-        scans.append(scan())
-        build_object("exit(1)")
-        scans.append(scan())
+        with environment_kept("PATH"):
+            os.environ["PATH"] = bindir + os.pathsep + os.environ["PATH"]
+            build_object("abort()")
+            scans += [scan(), scan()]
+            build_object("abort()")  # the same bytes, built again
+            scans.append(scan())
+            build_object("exit(1)")
+            scans.append(scan())
     finally:
-        builds.NM_CACHE, os.environ["PATH"] = saved_nm[0], saved_nm[2]
+        builds.NM_CACHE = saved_nm[0]
         builds._UNDEFINED.clear()
         builds._UNDEFINED.update(saved_nm[1])
     s.record("nm's symbols of an object are kept between grades: the same bytes (even built "
@@ -467,9 +468,8 @@ def test_kept_between_grades(s):
     tree, shm = os.path.join(work, "tree"), os.path.join(work, "shm")
     os.makedirs(os.path.join(tree, "build", "grade", "old"))
     link = os.path.join(tree, "build", "grade")
-    saved_env = {k: os.environ.get(k) for k in ("XT_SCRATCH", "MPIRUN_ARGS", "XT_LAUNCHER")}
     seen = []
-    try:
+    with environment_kept("XT_SCRATCH", "MPIRUN_ARGS", "XT_LAUNCHER"):
         os.environ["XT_SCRATCH"] = shm
         os.environ.pop("MPIRUN_ARGS", None)
         os.environ.pop("XT_LAUNCHER", None)
@@ -488,12 +488,6 @@ def test_kept_between_grades(s):
         os.environ["MPIRUN_ARGS"] = "--hostfile hosts"
         scratch.arrange(tree)
         seen.append(not os.path.lexists(link) and not os.path.exists(target))
-    finally:
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     s.record("build/grade is a link into memory (XT_SCRATCH here) where the ranks run on this "
              "machine, its old files gone; a tree's files whose tree is gone are removed; "
              "with a hostfile (MPIRUN_ARGS) it is on disk again, the memory freed",
@@ -505,9 +499,8 @@ def test_local_launch_env(s):
     hwloc without its I/O discovery), never over a hostfile or another launcher, and never
     over the user's own choice."""
     keys = ("MPIRUN_ARGS", "XT_LAUNCHER", "OMPI_MCA_pml", "HWLOC_COMPONENTS")
-    saved = {k: os.environ.get(k) for k in keys}
     seen = []
-    try:
+    with environment_kept(*keys):
         for k in keys:
             os.environ.pop(k, None)
         for setting in ({}, {"MPIRUN_ARGS": "--hostfile hosts"},
@@ -517,12 +510,6 @@ def test_local_launch_env(s):
             seen.append((env.get("OMPI_MCA_pml"), env.get("HWLOC_COMPONENTS")))
             for k in setting:
                 os.environ.pop(k)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     want = [("ob1", "-pci,-linuxio"), (None, None), (None, None), ("ob1", "-cuda")]
     s.record("a launch on this machine names ob1 and leaves out hwloc's I/O discovery; over "
              "a hostfile or another launcher it does neither; the user's own setting stays",

@@ -3,6 +3,7 @@ selftest): the suite that counts and prints, shell and mpirun helpers, fresh
 work directories, and mutant trees for benches that must fail.
 """
 
+import contextlib
 import glob
 import json
 import os
@@ -67,6 +68,20 @@ def mpirun(np_, argv, timeout=60):
 def status_lines(d):
     return [ln for p in sorted(glob.glob(os.path.join(d, "status.r*.txt")))
             for ln in open(p, errors="replace").read().splitlines()]
+
+
+@contextlib.contextmanager
+def environment_kept(*keys):
+    """The environment variables keys as they were before the block, whatever it set."""
+    saved = {k: os.environ.get(k) for k in keys}
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def fresh(name):
