@@ -496,23 +496,28 @@ def test_kept_between_grades(s):
 
 def test_local_launch_env(s):
     """What a launch names for Open MPI only where every rank runs on this machine (ob1,
-    hwloc without its I/O discovery), never over a hostfile or another launcher, and never
-    over the user's own choice."""
-    keys = ("MPIRUN_ARGS", "XT_LAUNCHER", "OMPI_MCA_pml", "HWLOC_COMPONENTS")
+    hwloc without its I/O discovery), never over a hostfile or another launcher; that a
+    launch one rank ends has the others killed at once (no wait for a SIGTERM none of them
+    catches), anywhere; and never over the user's own choice."""
+    kill = "OMPI_MCA_odls_base_sigkill_timeout"
+    keys = ("MPIRUN_ARGS", "XT_LAUNCHER", "OMPI_MCA_pml", "HWLOC_COMPONENTS", kill)
     seen = []
     with environment_kept(*keys):
         for k in keys:
             os.environ.pop(k, None)
         for setting in ({}, {"MPIRUN_ARGS": "--hostfile hosts"},
-                        {"XT_LAUNCHER": "srun -n {np}"}, {"HWLOC_COMPONENTS": "-cuda"}):
+                        {"XT_LAUNCHER": "srun -n {np}"}, {"HWLOC_COMPONENTS": "-cuda"},
+                        {kill: "2"}):
             os.environ.update(setting)
             env = launch.mpi_env()
-            seen.append((env.get("OMPI_MCA_pml"), env.get("HWLOC_COMPONENTS")))
+            seen.append((env.get("OMPI_MCA_pml"), env.get("HWLOC_COMPONENTS"), env.get(kill)))
             for k in setting:
                 os.environ.pop(k)
-    want = [("ob1", "-pci,-linuxio"), (None, None), (None, None), ("ob1", "-cuda")]
+    want = [("ob1", "-pci,-linuxio", "0"), (None, None, "0"), (None, None, "0"),
+            ("ob1", "-cuda", "0"), ("ob1", "-pci,-linuxio", "2")]
     s.record("a launch on this machine names ob1 and leaves out hwloc's I/O discovery; over "
-             "a hostfile or another launcher it does neither; the user's own setting stays",
+             "a hostfile or another launcher it does neither; every launch has Open MPI kill "
+             "without waiting; the user's own settings stay",
              seen == want, [f"got {seen}", f"expected {want}"])
 
 

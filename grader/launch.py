@@ -97,6 +97,12 @@ def mpi_env(extra=None):
         # between jobs.
         "OMPI_MCA_sharedfp": "^sm",
     })
+    # A launch that one rank ends (a refusal's exit, a crash, MPI_Abort) has its other ranks
+    # killed by Open MPI: SIGTERM, then a wait of this many seconds for them to die, then
+    # SIGKILL. The ranks catch no SIGTERM (libxt's crash report catches only the signals
+    # of a crash), so the wait bought nothing and ended such a launch up to 1 s late, one
+    # time in three (lecture 3's refusals: 0.7 or 1.6 s).
+    env.setdefault("OMPI_MCA_odls_base_sigkill_timeout", "0")
     # On one machine Open MPI picks its ob1 point-to-point layer (shared memory) anyway:
     # naming it spares every rank probing the others (cm's libfabric and PSM transports,
     # UCX), a fifth of an 8-rank launch (0.89 -> 0.73 s), and gives every machine the same
