@@ -156,9 +156,13 @@ def work_dir(tree_tag, lecture, exercise):
 
 
 def tree_tag(args):
-    if args.sol:
-        return "solutions"
-    return "student" if not args.tree else args.tree.strip("/").replace("/", "_")
+    return "solutions" if args.sol else tag_of(args.tree)
+
+
+def tag_of(tree):
+    """The name under build/grade/ of a tree's grades: the student's tree (None) or
+    another (--tree)."""
+    return "student" if not tree else tree.strip("/").replace("/", "_")
 
 
 def case_tests(args, ex_tests, numbered):

@@ -172,13 +172,14 @@ def run_one(path, seed, python):
         tree, rel = write_tree(m)
     except (PatchError, OSError) as e:
         return Outcome(name, False, f"cannot apply: {e}", [], time.monotonic() - start)
+    outcome = None
     if not any(a in m.args for a in ("--case", "--max-np")):
         data, output = grade(m, tree, seed, python, SMALL_WORLD)
         if data and verdict_of(m, data) not in (None, "SKIPPED", "OK"):
             small = judge(m, tree, rel, start, (data, output))
             if small.ok:
-                return small
-    return judge(m, tree, rel, start, grade(m, tree, seed, python))
+                outcome = small
+    return outcome or judge(m, tree, rel, start, grade(m, tree, seed, python))
 
 
 def write_tree(m):
@@ -353,6 +354,8 @@ def san_lecture(path):
 def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
     seed = seed if seed is not None else int(time.time()) % 10**8
     paths = mutants(filters)
+    for p in paths:  # an earlier run's: each grade of the mutant writes them anew
+        forget_case_files(p)
     # libxt first, once: parallel grades must not both rebuild it. The same for the
     # AddressSanitizer build (args: --san), with the lectures' kits.
     subprocess.run(["make", "-s", "--no-print-directory", "build/common/libxt.a"], cwd=ROOT,
@@ -372,14 +375,18 @@ def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
     if SHARED:
         for path, outcome in shared_grades(paths, seed, jobs):
             done.add(path)
+            forget_case_files(path)
             yield outcome
     # Closed, not terminated, when every mutant is done: terminate would SIGTERM the
     # workers, whose handler (the grader's, installed by grade.main) raises
     # KeyboardInterrupt wherever they are, even inside the pool's own locks.
     pool = multiprocessing.get_context("fork").Pool(jobs, initializer=start_worker)
     try:
-        for outcome in pool.imap(run_one_args, [(p, seed, python) for p in paths
-                                                if p not in done]):
+        for path, outcome in zip([p for p in paths if p not in done],
+                                 pool.imap(run_one_args, [(p, seed, python) for p in paths
+                                                          if p not in done])):
+            if outcome.ok:
+                forget_case_files(path)
             yield outcome
         pool.close()
     except BaseException:
@@ -387,6 +394,16 @@ def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
         raise
     finally:
         pool.join()
+
+
+def forget_case_files(path):
+    """Removes the case files of the mutant at path (build/grade/<its tree's tag>/): they
+    serve only to look into a mutant not caught as expected, whose are kept."""
+    import grade as grader
+    name = os.path.splitext(os.path.basename(path))[0]
+    shutil.rmtree(os.path.join(ROOT, "build", "grade",
+                               grader.tag_of(os.path.join("build", "mutants", name))),
+                  ignore_errors=True)
 
 
 def run_one_args(args):

@@ -457,11 +457,20 @@ def test_bench(s):
 
 def test_mutants(s):
     s.section("mutants (grader/mutants.py): each caught with its verdict")
+    caught = []
     for o in mutants.run_all(jobs=2, python=sys.executable):
         if o.skipped:
             s.skip(o.name, o.summary)
         else:
             s.record(f"{o.name}: {o.summary}"[:150], o.ok, o.details)
+        if o.ok:
+            caught.append(o.name)
+    import grade
+    kept = [name for name in caught if os.path.isdir(os.path.join(
+        "build", "grade", grade.tag_of(os.path.join("build", "mutants", name))))]
+    s.record(f"the case files of the {len(caught)} mutants caught as expected are gone (a "
+             f"mutant not caught keeps its build/grade/ directory, to look into)", not kept,
+             [f"kept: {', '.join(kept[:10])}{' ...' if len(kept) > 10 else ''}"])
 
 
 # Every process make test starts inherits this variable (mpirun passes it on to the
