@@ -497,8 +497,9 @@ def test_kept_between_grades(s):
 def test_local_launch_env(s):
     """What a launch names for Open MPI only where every rank runs on this machine (ob1,
     hwloc without its I/O discovery), never over a hostfile or another launcher; that a
-    launch one rank ends has the others killed at once (no wait for a SIGTERM none of them
-    catches), anywhere; and never over the user's own choice."""
+    launch one rank ends has the others killed at once, anywhere, unless it runs
+    AddressSanitizer's programs (their reports take time); and never over the user's own
+    choice."""
     kill = "OMPI_MCA_odls_base_sigkill_timeout"
     keys = ("MPIRUN_ARGS", "XT_LAUNCHER", "OMPI_MCA_pml", "HWLOC_COMPONENTS", kill)
     seen = []
@@ -510,15 +511,16 @@ def test_local_launch_env(s):
                         {kill: "2"}):
             os.environ.update(setting)
             env = launch.mpi_env()
-            seen.append((env.get("OMPI_MCA_pml"), env.get("HWLOC_COMPONENTS"), env.get(kill)))
+            seen.append((env.get("OMPI_MCA_pml"), env.get("HWLOC_COMPONENTS"), env.get(kill),
+                         launch.mpi_env(launch.san_env()).get(kill)))
             for k in setting:
                 os.environ.pop(k)
-    want = [("ob1", "-pci,-linuxio", "0"), (None, None, "0"), (None, None, "0"),
-            ("ob1", "-cuda", "0"), ("ob1", "-pci,-linuxio", "2")]
+    want = [("ob1", "-pci,-linuxio", "0", "1"), (None, None, "0", "1"), (None, None, "0", "1"),
+            ("ob1", "-cuda", "0", "1"), ("ob1", "-pci,-linuxio", "2", "2")]
     s.record("a launch on this machine names ob1 and leaves out hwloc's I/O discovery; over "
              "a hostfile or another launcher it does neither; every launch has Open MPI kill "
-             "without waiting; the user's own settings stay",
-             seen == want, [f"got {seen}", f"expected {want}"])
+             "without a grace, but AddressSanitizer's (SAN=1) keeps its 1 s for the report; "
+             "the user's own settings stay", seen == want, [f"got {seen}", f"expected {want}"])
 
 
 def test_launch_waits(s):

@@ -74,6 +74,10 @@ def on_this_machine():
                 or os.environ.get("XT_LAUNCHER", "").strip())
 
 
+# Seconds Open MPI waits, once one rank has ended a launch, before it kills the others.
+KILL_GRACE = "OMPI_MCA_odls_base_sigkill_timeout"
+
+
 def mpi_env(extra=None):
     """The environment a launch needs: as root, oversubscribed, quiet."""
     env = dict(os.environ)
@@ -98,11 +102,11 @@ def mpi_env(extra=None):
         "OMPI_MCA_sharedfp": "^sm",
     })
     # A launch that one rank ends (a refusal's exit, a crash, MPI_Abort) has its other ranks
-    # killed by Open MPI: SIGTERM, then a wait of this many seconds for them to die, then
-    # SIGKILL. The ranks catch no SIGTERM (libxt's crash report catches only the signals
-    # of a crash), so the wait bought nothing and ended such a launch up to 1 s late, one
-    # time in three (lecture 3's refusals: 0.7 or 1.6 s).
-    env.setdefault("OMPI_MCA_odls_base_sigkill_timeout", "0")
+    # killed by Open MPI after a grace of this many seconds, which ended such a launch up to
+    # 1 s late, one time in three (lecture 3's refusals: 0.7 or 1.6 s). libxt's own crash
+    # report takes microseconds; AddressSanitizer's takes longer, and keeps the grace
+    # (san_env).
+    env.setdefault(KILL_GRACE, "0")
     # On one machine Open MPI picks its ob1 point-to-point layer (shared memory) anyway:
     # naming it spares every rank probing the others (cm's libfabric and PSM transports,
     # UCX), a fifth of an 8-rank launch (0.89 -> 0.73 s), and gives every machine the same
@@ -135,8 +139,12 @@ SAN_OPTIONS = "detect_leaks=0:abort_on_error=0:halt_on_error=1"
 
 
 def san_env():
+    """ASAN_OPTIONS, and Open MPI's grace before it kills the other ranks back at its 1 s:
+    AddressSanitizer's report, symbolized, can take a good part of it, and one rank's
+    report cut short by another's end came out as a plain SIGSEGV (1 grade in 30)."""
     mine = os.environ.get("ASAN_OPTIONS", "")
-    return {"ASAN_OPTIONS": SAN_OPTIONS + (":" + mine if mine else "")}
+    return {"ASAN_OPTIONS": SAN_OPTIONS + (":" + mine if mine else ""),
+            KILL_GRACE: os.environ.get(KILL_GRACE, "1")}
 
 
 def config_lines(text):
