@@ -172,14 +172,24 @@ def run_one(path, seed, python):
         tree, rel = write_tree(m)
     except (PatchError, OSError) as e:
         return Outcome(name, False, f"cannot apply: {e}", [], time.monotonic() - start)
-    outcome = None
     if not any(a in m.args for a in ("--case", "--max-np")):
         data, output = grade(m, tree, seed, python, SMALL_WORLD)
         if data and verdict_of(m, data) not in (None, "SKIPPED", "OK"):
             small = judge(m, tree, rel, start, (data, output))
             if small.ok:
-                outcome = small
-    return outcome or judge(m, tree, rel, start, grade(m, tree, seed, python))
+                return small
+    return judge(m, tree, rel, start, grade(m, tree, seed, python))
+
+
+def tree_of(name):
+    """The mutant's tree, relative to the repository: build/mutants/<name>."""
+    return os.path.join("build", "mutants", name)
+
+
+def case_files_of(name):
+    """Where the mutant's grades keep their case files: build/grade/<its tree's tag>."""
+    import grade as grader
+    return os.path.join(ROOT, "build", "grade", grader.tag_of(tree_of(name)))
 
 
 def write_tree(m):
@@ -190,7 +200,7 @@ def write_tree(m):
     # exercise's driver (grader/lectures/<lecture>/drivers/<exercise>.c) is written at that
     # path inside the tree, beside the solution's unchanged exercise, where make takes it
     # instead of the lecture's own driver (the Makefile's driver_of).
-    tree = os.path.join("build", "mutants", m.name)
+    tree = tree_of(m.name)
     driver = DRIVER.fullmatch(m.target)
     rel = os.path.join(driver[1], driver[2]) if driver else os.path.relpath(m.target, "solutions")
     files = {rel: text}
@@ -381,10 +391,10 @@ def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
     # workers, whose handler (the grader's, installed by grade.main) raises
     # KeyboardInterrupt wherever they are, even inside the pool's own locks.
     pool = multiprocessing.get_context("fork").Pool(jobs, initializer=start_worker)
+    alone = [p for p in paths if p not in done]
     try:
-        for path, outcome in zip([p for p in paths if p not in done],
-                                 pool.imap(run_one_args, [(p, seed, python) for p in paths
-                                                          if p not in done])):
+        for path, outcome in zip(alone, pool.imap(run_one_args,
+                                                  [(p, seed, python) for p in alone])):
             if outcome.ok:
                 forget_case_files(path)
             yield outcome
@@ -397,12 +407,9 @@ def run_all(filters=(), seed=None, jobs=2, python=sys.executable):
 
 
 def forget_case_files(path):
-    """Removes the case files of the mutant at path (build/grade/<its tree's tag>/): they
-    serve only to look into a mutant not caught as expected, whose are kept."""
-    import grade as grader
-    name = os.path.splitext(os.path.basename(path))[0]
-    shutil.rmtree(os.path.join(ROOT, "build", "grade",
-                               grader.tag_of(os.path.join("build", "mutants", name))),
+    """Removes the case files of the mutant at path (case_files_of): they serve only to
+    look into a mutant not caught as expected, whose are kept."""
+    shutil.rmtree(case_files_of(os.path.splitext(os.path.basename(path))[0]),
                   ignore_errors=True)
 
 

@@ -465,9 +465,7 @@ def test_mutants(s):
             s.record(f"{o.name}: {o.summary}"[:150], o.ok, o.details)
         if o.ok:
             caught.append(o.name)
-    import grade
-    kept = [name for name in caught if os.path.isdir(os.path.join(
-        "build", "grade", grade.tag_of(os.path.join("build", "mutants", name))))]
+    kept = [name for name in caught if os.path.isdir(mutants.case_files_of(name))]
     s.record(f"the case files of the {len(caught)} mutants caught as expected are gone (a "
              f"mutant not caught keeps its build/grade/ directory, to look into)", not kept,
              [f"kept: {', '.join(kept[:10])}{' ...' if len(kept) > 10 else ''}"])
