@@ -186,6 +186,7 @@ def selftest(s):
     test_pattern(s)
     test_printed(s)
     test_rounds(s)
+    test_heard_from(s)
     test_blocked_explanations(s)
     test_asan_places(s)
     test_one_case(s)
@@ -1322,6 +1323,31 @@ def test_printed(s):
              "report's width; another group's when that one failed; one line where a test "
              "passed; nothing where nothing was printed",
              ok, got + other + passed + quiet)
+
+
+def test_heard_from(s):
+    """spec.heard_from on hand-made logs of barriers at np = 3: dissemination (everyone
+    hears from everyone), one round only (rank r hears from r - 1 alone), and a send
+    posted before the receive it would pass on completed (it carries nothing from it)."""
+    def ev(d, peer, tag=0):
+        return records.Event("MPI_Sendrecv", d, peer, tag, 0, "case")
+
+    def barrier(rounds):
+        return [records.Record(events=[e for k, d in enumerate((1, 2)[:rounds])
+                                       for e in (ev("S", (r + d) % 3, k),
+                                                 ev("R", (r - d) % 3, k))])
+                for r in range(3)]
+
+    full, one = spec.heard_from(barrier(2)), spec.heard_from(barrier(1))
+    # Rank 1 sends to 2 before its receive from 0 completes; rank 2 then hears of 1 only.
+    early = spec.heard_from([records.Record(events=[ev("S", 1)]),
+                             records.Record(events=[ev("S", 2), ev("R", 0)]),
+                             records.Record(events=[ev("R", 1)])])
+    s.record("heard_from: a dissemination barrier at np=3 has every rank hear from every "
+             "rank; one round, each rank its left neighbour only; a send logged before a "
+             "receive carries nothing of it",
+             full == [{0, 1, 2}] * 3 and one == [{0, 2}, {0, 1}, {1, 2}]
+             and early == [{0}, {0, 1}, {1, 2}], [full, one, early])
 
 
 def test_rounds(s):

@@ -678,7 +678,7 @@ class Runner:
                 if broken:
                     return Failure("WRONG", case, [f"{label}: {broken[0][1]}"])
             if test.check and test.check_first:
-                fail = self.run_check(test, case, inp, arrays, label)
+                fail = self.run_check(test, case, inp, arrays, group, label)
                 if fail:
                     return fail
             with clock.timed("references"):
@@ -713,7 +713,7 @@ class Runner:
                 lines += [f"also: {text}" for text in broken_rules(test, case, inp, group)]
                 return Failure("WRONG", case, lines, hint=hint or None)
             if test.check and not test.check_first:
-                fail = self.run_check(test, case, inp, arrays, label)
+                fail = self.run_check(test, case, inp, arrays, group, label)
                 if fail:
                     return fail
             for r, rec in enumerate(group):
@@ -743,8 +743,9 @@ class Runner:
         if ratio > self.margins.get(test.name, (-1.0,))[0]:
             self.margins[test.name] = (ratio, label, name)
 
-    def run_check(self, test, case, inp, arrays, label):
-        broken = test.check(case, inp, copies(arrays))
+    def run_check(self, test, case, inp, arrays, records, label):
+        broken = (test.check(case, inp, copies(arrays), records) if test.check_records else
+                  test.check(case, inp, copies(arrays)))
         if broken:
             return Failure("WRONG", case, [f"{label}: {broken[0][1]}"],
                            hint=getattr(test.check, "hint", None))

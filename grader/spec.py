@@ -129,6 +129,9 @@ class Test:
     check: Optional[Callable] = None  # (case, inputs, [ {name: array} per rank ]) -> [(rank, msg)]
     device: str = "cpu"  # "cuda": graded only by DEVICE=cuda, from lcN/<exercise>.cu
     check_first: bool = False  # run check before comparing values (it explains them better)
+    # check takes the group's records too, a fourth argument: what their calls show (the
+    # chains of signals that let a rank leave a barrier).
+    check_records: bool = False
     files: Optional[Callable] = None  # (case, inputs, outs, scratch dir) -> [(rank, msg)]
     refusal: Optional[Callable] = None  # (case, inputs, error text | None, scratch dir) -> msg
     refuses_on_every_rank: bool = False  # its refusal cases may share a resident launch
@@ -483,45 +486,77 @@ class Message:
         return out[::-1]
 
 
-def message_rounds(records):
-    """Every message sent on the case's communicator, stamped with its round.
-
-    Each rank's clock starts at 0; a send adds one to its sender's clock and carries
-    it; a receive sets its rank's clock to the larger of the two. The k-th receive on
-    q from p with tag t is the k-th send from p to q with tag t (MPI's non-overtaking
-    order). Ranks are replayed until none can go on: a receive waits for its send to
-    be replayed. A log that cannot be replayed to its end (a receive whose send is
-    missing) yields the messages replayed so far.
-    """
+def replay(records, on_send, on_receive):
+    """Replays the ranks' point-to-point logs on the case's communicator in an order MPI
+    could have run them: on_send(rank, event) for each send, whose result travels with the
+    message, and on_receive(rank, event, what on_send returned for the matching send) for
+    each receive. The k-th receive on q from p with tag t is the k-th send from p to q with
+    tag t (MPI's non-overtaking order); a receive waits for its send to be replayed, and
+    ranks are replayed until none can go on (a receive whose send is missing stops its
+    rank there). Receives are logged when they complete, so a send logged after a receive
+    went out knowing what that receive brought."""
     logs = [[e for e in rec.events if e.comm == "case" and e.dir in ("S", "R")]
             for rec in records]
-    n = len(logs)
-    at, clock, last_in = [0] * n, [0] * n, [None] * n
-    sent, taken, out = {}, {}, []
+    at, sent, taken = [0] * len(logs), {}, {}
     progress = True
     while progress:
         progress = False
-        for r in range(n):
-            while at[r] < len(logs[r]):
-                e = logs[r][at[r]]
+        for r, log in enumerate(logs):
+            while at[r] < len(log):
+                e = log[at[r]]
                 if e.dir == "S":
-                    clock[r] += 1
-                    m = Message(r, e.peer, e.tag, clock[r], last_in[r])
-                    sent.setdefault((r, e.peer, e.tag), []).append(m)
-                    out.append(m)
+                    sent.setdefault((r, e.peer, e.tag), []).append(on_send(r, e))
                 else:
                     key = (e.peer, r, e.tag)
                     k = taken.get(key, 0)
                     if k >= len(sent.get(key, ())):
                         break
                     taken[key] = k + 1
-                    m = sent[key][k]
-                    m.received = True
-                    if m.round > clock[r]:
-                        clock[r], last_in[r] = m.round, m
+                    on_receive(r, e, sent[key][k])
                 at[r] += 1
                 progress = True
+
+
+def message_rounds(records):
+    """Every message sent on the case's communicator, stamped with its round.
+
+    Each rank's clock starts at 0; a send adds one to its sender's clock and carries
+    it; a receive sets its rank's clock to the larger of the two (replay). A log that
+    cannot be replayed to its end (a receive whose send is missing) yields the messages
+    replayed so far.
+    """
+    n = len(records)
+    clock, last_in, out = [0] * n, [None] * n, []
+
+    def send(r, e):
+        clock[r] += 1
+        out.append(Message(r, e.peer, e.tag, clock[r], last_in[r]))
+        return out[-1]
+
+    def receive(r, e, m):
+        m.received = True
+        if m.round > clock[r]:
+            clock[r], last_in[r] = m.round, m
+
+    replay(records, send, receive)
     return out
+
+
+def heard_from(records):
+    """For each rank, the ranks it has heard from by the end of its log, itself included:
+    those from which a chain of messages on the case's communicator reached it, each
+    message sent after the receives logged before it on its rank (replay). What a rank
+    did before its first call is known only to the ranks in this set."""
+    known = [{r} for r in range(len(records))]
+
+    def send(r, e):
+        return frozenset(known[r])
+
+    def receive(r, e, carried):
+        known[r] |= carried
+
+    replay(records, send, receive)
+    return known
 
 
 def max_rounds(bound, formula, advice):

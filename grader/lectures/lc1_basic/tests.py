@@ -10,9 +10,9 @@ parallel algorithm itself. Rules state the algorithm's cost exactly.
 
 import numpy as np
 
-from spec import (amount, bytes_sent_exactly, calls_exactly, ceil_log2, exact, itemsize,
-                  max_bytes_sent, max_messages, max_rounds, messages_exactly, NPS, only_calls,
-                  point_to_point_only, random_values, reduce_ranks, reduction_tolerance, test)
+from spec import (amount, bytes_sent_exactly, calls_exactly, ceil_log2, exact, heard_from,
+                  itemsize, max_bytes_sent, max_messages, max_rounds, messages_exactly, NPS,
+                  only_calls, point_to_point_only, random_values, reduce_ranks, reduction_tolerance, test)
 
 
 # (dtype, op) pairs a reduction is graded with: every built-in kind of each.
@@ -1235,12 +1235,15 @@ def double_tree_allreduce(rng):
 
 # --------------------------------------------------------- fun_barrier.c
 
-LATE = 0.060  # the last rank's delay (s); the others arrive within EARLY
-EARLY = 0.020
+# The last rank's delay (s); the others arrive within EARLY. Short: whether a rank may leave
+# is judged from the chains of signals it heard (nobody_leaves_early), which do not depend on
+# how late the last rank is; the delays only make the clock show it too.
+LATE = 0.010
+EARLY = 0.004
 
 
 def barrier_inputs(case, rng):
-    """Each rank's delay before it enters the barrier: distinct, one rank clearly last."""
+    """Each rank's delay before it enters the barrier: distinct, one rank last."""
     early = rng.permutation(case.np) * (EARLY / max(case.np, 1))
     return {"delay": [np.array([LATE if r == case["late"] else early[r]], dtype=np.float64)
                       for r in range(case.np)]}
@@ -1250,8 +1253,12 @@ def barrier_reference(case, inputs):
     return [{} for _ in range(case.np)]  # the check below judges the timestamps
 
 
-def nobody_leaves_early(case, inputs, outs):
-    """No rank left the barrier before the last rank arrived (one clock per node)."""
+def nobody_leaves_early(case, inputs, outs, records):
+    """No rank may leave before every rank has arrived. Judged from the signals, where the
+    barrier is made of point-to-point messages on its communicator: a rank that left
+    without a chain of signals from some rank could, on another run, leave before that
+    rank arrives, whether or not it did this time (spec.heard_from). And from the clock
+    (one per node): nobody left before the last rank arrived."""
     if any("arrive" not in o or "leave" not in o for o in outs):
         return [(r, f"rank {r} wrote no 'arrive' or 'leave' timestamp")
                 for r, o in enumerate(outs) if "arrive" not in o or "leave" not in o]
@@ -1262,9 +1269,33 @@ def nobody_leaves_early(case, inputs, outs):
     def ms(t):
         return f"+{1e3 * (t - t0):.1f} ms"
 
-    return [(r, f"rank {r} left at {ms(leave[r])}, before rank {last} arrived at "
-                f"{ms(arrive[last])}: nobody may leave a barrier before the last rank enters it")
-            for r in range(case.np) if leave[r] < arrive[last]]
+    out = []
+    if not point_to_point_only(case, inputs, records):
+        heard = heard_from(records)
+        # Those that missed the last rank first, earliest to leave first: what the clock
+        # would show on a run where it came later still.
+        for r in sorted(range(case.np), key=lambda r: (last in heard[r], leave[r])):
+            missing = sorted(set(range(case.np)) - heard[r])
+            if missing:
+                out.append((r, f"rank {r} left without a chain of signals from "
+                               f"{ranks_named(missing)}: it heard, directly or through "
+                               f"others, only from {ranks_named(sorted(heard[r]))}, so on "
+                               f"another run it may leave before {ranks_named(missing)} "
+                               f"arrive{'s' if len(missing) == 1 else ''} (this time it left "
+                               f"at {ms(leave[r])}; rank {last}, the last, arrived at "
+                               f"{ms(arrive[last])}): nobody may leave a barrier before the "
+                               f"last rank enters it"))
+    return out or [
+        (r, f"rank {r} left at {ms(leave[r])}, before rank {last} arrived at "
+            f"{ms(arrive[last])}: nobody may leave a barrier before the last rank enters it")
+        for r in range(case.np) if leave[r] < arrive[last]]
+
+
+def ranks_named(ranks):
+    """'rank 3', 'ranks 0, 1 and 3'."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ", ".join(map(str, ranks[:-1])) + f" and {ranks[-1]}"
 
 
 def one_signal_per_round(case, inputs, records):
@@ -1282,7 +1313,7 @@ def one_signal_per_round(case, inputs, records):
 
 @test("fun_barrier", points=10, inputs=barrier_inputs, reference=barrier_reference,
       label=lambda c: f"np={c.np} late={c['late']} (rank {c['late']} arrives last)",
-      check=nobody_leaves_early,
+      check=nobody_leaves_early, check_records=True,
       rules=[
           point_to_point_only, one_signal_per_round,
           bytes_sent_exactly(lambda c, i, r: 0, "a barrier's messages are signals and carry "
