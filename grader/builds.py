@@ -100,16 +100,25 @@ def driver_left_in(source, errors=""):
 def harness_only():
     """[(regex, message)]: libxt's functions for the runner, benches and tests, which
     common/xt_harness.h declares and an exercise's header does not (xt_rank() is the
-    world's rank, never the case communicator's)."""
+    world's rank, never the case communicator's). Read once per version of the header."""
+    path = os.path.join("common", "xt_harness.h")
     try:
-        with open(os.path.join("common", "xt_harness.h")) as f:
-            names = sorted(set(re.findall(r"\b(xt_\w+)\s*\(", f.read())))
+        st = os.stat(path)
+        key = (os.path.abspath(path), st.st_mtime_ns, st.st_size)
+        if key not in _HARNESS_ONLY:
+            with open(path) as f:
+                names = sorted(set(re.findall(r"\b(xt_\w+)\s*\(", f.read())))
+            _HARNESS_ONLY.clear()
+            _HARNESS_ONLY[key] = [(rf"^({'|'.join(names)})$",
+                                   "calls libxt's harness function {}(), which runs the "
+                                   "grader's cases; an exercise has xt.h and xt_nn.h")
+                                  ] if names else []
     except OSError:
         return []
-    if not names:
-        return []
-    return [(rf"^({'|'.join(names)})$", "calls libxt's harness function {}(), which runs the "
-                                        "grader's cases; an exercise has xt.h and xt_nn.h")]
+    return _HARNESS_ONLY[key]
+
+
+_HARNESS_ONLY = {}  # (path, its time and size) -> harness_only()'s answer
 
 
 # obj -> (its modification time, the symbols it uses and does not define), as nm -u gave them.
@@ -207,8 +216,9 @@ def forbidden_calls(obj, extra=(), source=None):
     if symbols is None:
         return []
     msgs = []
+    every = list(FORBIDDEN_SYMBOLS) + harness_only() + patterns
     for sym in symbols:
-        for pat, msg in list(FORBIDDEN_SYMBOLS) + harness_only() + patterns:
+        for pat, msg in every:
             if re.search(pat, sym):
                 msgs.append(msg.format(sym))
     for check in extra:
