@@ -10,7 +10,7 @@ from lectures.lc1_basic.tests import TESTS
 TITLE = "communication primitives"
 
 # The report time of make grade LC=N SOL=1 on a 2-core machine (measured; the README's table).
-GRADE_SECONDS = 3
+GRADE_SECONDS = 2
 
 # What a lecture-mode run must show (make test runs every demo at np=4): the
 # ring's step display, through its last all-gather step; the node-aware and
