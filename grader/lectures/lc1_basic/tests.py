@@ -12,7 +12,8 @@ import numpy as np
 
 from spec import (amount, bytes_sent_exactly, calls_exactly, ceil_log2, exact, heard_from,
                   itemsize, max_bytes_sent, max_messages, max_rounds, messages_exactly, NPS,
-                  only_calls, point_to_point_only, random_values, reduce_ranks, reduction_tolerance, test)
+                  only_calls, point_to_point_only, random_values, reduce_ranks,
+                  reduction_tolerance, test)
 
 
 # (dtype, op) pairs a reduction is graded with: every built-in kind of each.
