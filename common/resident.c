@@ -93,6 +93,7 @@ static int list_next(list_reader *r, char *line, size_t size)
         char *nl = memchr(r->buf, '\n', r->len);
         if (nl) {
             size_t n = (size_t)(nl - r->buf);
+            XT_CHECK(n < size, "%s: a line longer than %zu bytes", r->path, size - 1);
             snprintf(line, size, "%.*s", (int)n, r->buf);
             memmove(r->buf, nl + 1, r->len - n - 1);
             r->len -= n + 1;
@@ -109,6 +110,7 @@ static int list_next(list_reader *r, char *line, size_t size)
         if (r->whole) { /* a last line without its newline */
             if (r->len == 0)
                 return 0;
+            XT_CHECK(r->len < size, "%s: a line longer than %zu bytes", r->path, size - 1);
             snprintf(line, size, "%.*s", (int)r->len, r->buf);
             r->len = 0;
             return 1;

@@ -664,6 +664,20 @@ def test_resident_growing_list(s):
              problems)
 
 
+def test_resident_long_line(s):
+    """A line of the list longer than the resident program reads whole ends the launch with
+    its reason, rather than being acted on cut short."""
+    d = fresh("resident_long_line")
+    listing = os.path.join(d, "list.txt")
+    with open(listing, "w") as f:
+        f.write("world " + os.path.join(d, "x" * 5000) + " 2\n")
+    r = mpirun(2, [os.path.join(TESTS_BIN, "test_resident"), "--out", d, "--resident",
+                   listing])
+    s.record("resident launch: a line of the list too long to read whole is refused with its "
+             "reason", r.returncode != 0 and "a line longer than 4095 bytes" in r.output,
+             tail(r.output))
+
+
 def test_resident(s):
     """A resident launch (common/resident.c): two exercises of common/tests/test_resident.c
     in one 4-rank launch, the second in a world of 2. Each writes into its own directory;
@@ -710,6 +724,7 @@ def test_resident(s):
              "world (the ranks above it idle), the first one's leaked memory counted in its "
              "own cases (control) and in none of the second's", not problems, problems)
     test_resident_growing_list(s)
+    test_resident_long_line(s)
     test_resident_refusal(s)
 
 
